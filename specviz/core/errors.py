@@ -1,0 +1,27 @@
+"""Errors with messages meant for a person, not a traceback."""
+
+from __future__ import annotations
+
+
+class SpecvizError(Exception):
+    """Base class: ``str(error)`` is a complete one-line explanation."""
+
+    kind = "error"
+
+
+class InputError(SpecvizError, ValueError):
+    """A bad setting or prompt."""
+
+    kind = "input"
+
+
+class ModelLoadError(SpecvizError):
+    """A model could not be found or loaded."""
+
+    kind = "load"
+
+
+class TokenizerMismatchError(SpecvizError):
+    """Draft and target do not share a tokenizer."""
+
+    kind = "tokenizer"

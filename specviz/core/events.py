@@ -1,0 +1,235 @@
+"""Typed events emitted by the decoders.
+
+Notation everywhere in specviz: **p = target** distribution, **q = draft** distribution
+(as in Leviathan et al. and transformers' ``_speculative_sampling``).
+
+A run is the sequence ``RunStarted, Round*, RunFinished`` (or ``RunFailed`` last when
+something broke). The same events drive the CLI, the GUI and replays: ``to_json`` /
+``from_json`` turn each into one JSON object with a ``type`` field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+# Fate of a drafted token in a round.
+Status = Literal["accepted", "rejected", "discarded"]
+# Where an extra (non-draft) token came from: residual resample, bonus after full
+# acceptance, or a plain target step (the autoregressive baseline).
+ExtraKind = Literal["resampled", "bonus", "target"]
+StopReason = Literal["eos", "max_new_tokens", "stopped", "context", "error"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sampling settings, applied identically to p and q."""
+
+    k: int = 4
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    max_new_tokens: int = 64
+    seed: int | None = 0
+    top_n: int = 10  # how many candidates per distribution the events carry
+
+
+@dataclass(frozen=True)
+class TopN:
+    """The N most probable tokens of one distribution (descending), with their text."""
+
+    ids: tuple[int, ...]
+    probs: tuple[float, ...]
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DraftPosition:
+    """One drafted token x and the decision taken on it."""
+
+    index: int  # 0-based position within the round
+    token_id: int
+    text: str  # the token's own text (may hold U+FFFD for a split multi-byte char)
+    q: float  # q(x): draft probability of x
+    p: float  # p(x): target probability of x
+    ratio: float  # min(1, p(x)/q(x)): the acceptance probability
+    r: float | None  # the uniform draw, accepted iff r < ratio; None once discarded
+    status: Status
+    q_top: TopN
+    p_top: TopN
+
+
+@dataclass(frozen=True)
+class ExtraToken:
+    """The token a round adds after its accepted drafts."""
+
+    kind: ExtraKind
+    token_id: int
+    text: str
+    prob: float  # probability of the token under the distribution it was drawn from
+    p: float  # p(token) under the target at that position
+    dist_top: TopN  # top-N of the distribution it was drawn from (residual, or p)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One speculative round (or one baseline step, with no drafts)."""
+
+    index: int
+    k: int  # drafts attempted this round (0 for the baseline)
+    drafted: tuple[DraftPosition, ...]
+    n_accepted: int
+    extra: ExtraToken | None  # None only when the round was trimmed before it
+    bonus_top: TopN | None  # p at position K (the bonus distribution), if computed
+    appended_ids: tuple[int, ...]  # tokens committed by this round (after trimming)
+    appended_text: str  # text those tokens add to the output (multi-byte safe)
+    appended_texts: tuple[str, ...]  # per appended token, how the text grew (may be "")
+    draft_time_s: float
+    verify_time_s: float
+    n_generated: int  # tokens generated so far, this round included
+    target_calls: int  # target forward passes so far
+    draft_calls: int  # draft forward passes so far
+    elapsed_s: float  # since the run started
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    draft: str | None  # None for the target-only baseline
+    target: str
+    device: str
+    dtype: str
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    mode: Literal["speculative", "baseline"]
+    prompt: str
+    prompt_ids: tuple[int, ...]
+    pair: PairInfo
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Summary:
+    tokens: int
+    rounds: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float  # accepted / drafted (0 when nothing was drafted)
+    mean_tokens_per_round: float
+    acceptance_by_position: tuple[float, ...]  # P(accepted | position reached), per position
+    target_calls: int
+    draft_calls: int
+    draft_time_s: float
+    verify_time_s: float
+    wall_time_s: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    generated_ids: tuple[int, ...]
+    text: str
+    stop_reason: StopReason
+    summary: Summary
+
+
+@dataclass(frozen=True)
+class RunFailed:
+    message: str
+    kind: str = "error"  # a short class: "oom", "load", "input", "decoder" ...
+
+
+Event = Union[RunStarted, Round, RunFinished, RunFailed]
+
+_TYPE_NAMES: dict[type, str] = {
+    RunStarted: "run_started",
+    Round: "round",
+    RunFinished: "run_finished",
+    RunFailed: "error",
+}
+_TYPES_BY_NAME = {v: k for k, v in _TYPE_NAMES.items()}
+
+
+def event_type(event: Event) -> str:
+    """The JSON ``type`` name of an event."""
+    return _TYPE_NAMES[type(event)]
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-ready dict of an event, with its ``type`` first."""
+    return {"type": event_type(event), **dataclasses.asdict(event)}
+
+
+def to_json(event: Event) -> str:
+    return json.dumps(to_dict(event), ensure_ascii=False)
+
+
+def _build(cls: type, data: Any) -> Any:
+    """Rebuild a (possibly nested) frozen dataclass from ``asdict`` output."""
+    if data is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    hints = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in data.items():
+        if name not in hints:
+            continue
+        kwargs[name] = _convert(name, value)
+    return cls(**kwargs)
+
+
+_NESTED: dict[str, type] = {
+    "q_top": TopN,
+    "p_top": TopN,
+    "dist_top": TopN,
+    "bonus_top": TopN,
+    "extra": ExtraToken,
+    "pair": PairInfo,
+    "settings": Settings,
+    "summary": Summary,
+}
+
+
+def _convert(name: str, value: Any) -> Any:
+    if name in _NESTED:
+        return _build(_NESTED[name], value)
+    if name == "drafted":
+        return tuple(_build(DraftPosition, v) for v in value)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    """Inverse of :func:`to_dict`."""
+    cls = _TYPES_BY_NAME[data["type"]]
+    body = {k: v for k, v in data.items() if k != "type"}
+    result: Event = _build(cls, body)
+    return result
+
+
+def from_json(line: str) -> Event:
+    return from_dict(json.loads(line))
+
+
+__all__ = [
+    "DraftPosition",
+    "Event",
+    "ExtraToken",
+    "PairInfo",
+    "Round",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "Settings",
+    "Summary",
+    "TopN",
+    "event_type",
+    "from_dict",
+    "from_json",
+    "to_dict",
+    "to_json",
+]
