@@ -13,7 +13,7 @@ from specviz.core.models import ModelPair
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "red", "big", "sun"]
 
 
-def word_tokenizer(words: list[str] = WORDS) -> PreTrainedTokenizerFast:
+def word_tokenizer(words: list[str] = WORDS, eos: bool = True) -> PreTrainedTokenizerFast:
     """A whitespace word-level tokenizer: <s>=0, </s>=1, <unk>=2, then ``words``."""
     vocab = {"<s>": 0, "</s>": 1, "<unk>": 2}
     for w in words:
@@ -21,8 +21,8 @@ def word_tokenizer(words: list[str] = WORDS) -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>",
+                                   eos_token="</s>" if eos else None, unk_token="<unk>")
 
 
 CORPUS = [
@@ -57,7 +57,7 @@ def tiny_llama(vocab_size: int, seed: int, hidden: int = 32, layers: int = 2,
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(sharpness)
-    model.generation_config.eos_token_id = 1
+    model.generation_config.eos_token_id = None  # EOS comes from the tokenizer, if it has one
     return model.to(dtype).eval()
 
 

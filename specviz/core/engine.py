@@ -65,6 +65,7 @@ class _Model:
         self.device = next(model.parameters()).device
         self.vocab_size = vocab_size
         self.cache = DynamicCache(config=model.config)
+        self.ids: list[int] = []  # what the cache holds, for checks and debugging
         self.calls = 0
         # Reduced-vocabulary draft: target id -> draft id on the way in, scatter on the way out.
         self.vocab_map = vocab_map.to(self.device) if vocab_map is not None else None
@@ -86,6 +87,7 @@ class _Model:
         out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True,
                          logits_to_keep=keep)
         self.cache = out.past_key_values
+        self.ids.extend(ids)
         self.calls += 1
         logits = out.logits[0, -keep:]  # (keep, V_model)
         if self.vocab_map is not None:
@@ -99,6 +101,7 @@ class _Model:
         extra = self.length - length
         if extra > 0:
             self.cache.crop(-extra)  # transformers 5: a negative count of tokens to remove
+            del self.ids[length:]
 
 
 @dataclass
@@ -224,6 +227,14 @@ def encode_prompt(tokenizer: Any, prompt: str, settings: Settings | None = None)
             raise InputError("The prompt encodes to no tokens and there is no BOS token.")
         ids = [int(bos)]
     return ids
+
+
+def chat_prompt(tokenizer: Any, user_text: str) -> str:
+    """Wrap a user message in the model's chat template (instruct models expect it)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return user_text
+    messages = [{"role": "user", "content": user_text}]
+    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
 def _context_length(pair: ModelPair) -> int:

@@ -196,7 +196,7 @@ _NESTED: dict[str, type] = {
 def _convert(name: str, value: Any) -> Any:
     if name in _NESTED:
         return _build(_NESTED[name], value)
-    if name == "drafted":
+    if name == "drafted" and isinstance(value, list):  # Round.drafted, not Summary.drafted
         return tuple(_build(DraftPosition, v) for v in value)
     if isinstance(value, list):
         return tuple(value)

@@ -175,6 +175,18 @@ def bundled_target_dir(progress: Progress | None = None) -> Path:
     return out
 
 
+# Short model names accepted wherever a model spec is (CLI, app, API).
+MODEL_ALIASES: dict[str, str] = {
+    "smollm2-360m": "HuggingFaceTB/SmolLM2-360M-Instruct",
+    "smollm2-1.7b": "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "gpt2": "openai-community/gpt2",
+    "gpt2-xl": "openai-community/gpt2-xl",
+}
+
+
 def _alias(spec: str) -> str:
     """Map short names to loadable specs."""
     lowered = spec.lower()
@@ -182,7 +194,12 @@ def _alias(spec: str) -> str:
         return BUNDLED_TARGET
     if lowered in (BUNDLED_DRAFT, "bundled-draft"):
         return str(BUNDLED_DRAFT_DIR)
-    return spec
+    return MODEL_ALIASES.get(lowered, spec)
+
+
+def default_draft() -> str | None:
+    """The shipped distilled draft, if this checkout has it."""
+    return BUNDLED_DRAFT if (BUNDLED_DRAFT_DIR / "config.json").is_file() else None
 
 
 def load_model(

@@ -1,0 +1,24 @@
+"""`specviz` opens the app; `specviz distill ...` trains a draft for a target."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "distill":
+        from .core.distill import main as distill_main
+
+        return distill_main(args[1:])
+    if args and args[0] == "cli":
+        from .cli import main as cli_main
+
+        return cli_main(args[1:])
+    from .gui.app import main as app_main
+
+    return app_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""specviz-cli: run speculative decoding headless; coloured text or JSON lines out."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from typing import IO, NoReturn
+
+from .core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt, guarded, validate
+from .core.errors import InputError, SpecvizError
+from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
+from .core.models import BUNDLED_TARGET, PRESETS, default_draft, load_pair
+
+# ANSI styles, told apart by more than hue (strike-through, underline, bold) for
+# colour-blind readers and monochrome terminals.
+STYLE = {
+    "accepted": "\x1b[34m",  # blue
+    "rejected": "\x1b[9;31m",  # struck-through vermillion
+    "resampled": "\x1b[4;33m",  # underlined orange
+    "bonus": "\x1b[1;32m",  # bold green
+    "target": "",
+}
+RESET = "\x1b[0m"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """Bad arguments: one line and a non-zero exit, not a usage dump."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="specviz-cli", description=__doc__)
+    p.add_argument("--prompt", default="Explain speculative decoding in one paragraph.",
+                   help="text to continue ('' starts from BOS)")
+    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
+                   help="wrap the prompt in the model's chat template, if it has one")
+    p.add_argument("--k", type=int, default=4, help="draft tokens per round (1-16)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=0, help="0 = off")
+    p.add_argument("--top-p", type=float, default=1.0, help="1 = off")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--top-n", type=int, default=10, help="candidates per distribution in events")
+    p.add_argument("--pair", choices=list(PRESETS), metavar="PRESET",
+                   help="a preset pair: " + "; ".join(PRESETS))
+    p.add_argument("--draft", help="draft model: alias, hub id, folder or .gguf "
+                   "(default: the shipped distilled draft)")
+    p.add_argument("--target", default=None,
+                   help=f"target model: alias, hub id, folder or .gguf (default: {BUNDLED_TARGET})")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"])
+    p.add_argument("--baseline", action="store_true", help="run the target alone")
+    p.add_argument("--json", action="store_true", help="one JSON object per event, per line")
+    return p
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n)
+
+
+def _render(events: Iterator[Event], out: IO[str], color: bool) -> int:
+    """Human output: the text as it grows, each token styled by its fate, then a summary."""
+    status = 0
+    for event in events:
+        if isinstance(event, RunStarted):
+            who = (f"{event.pair.draft} → {event.pair.target}" if event.pair.draft
+                   else f"{event.pair.target} alone")
+            out.write(f"# {who}, {event.mode}, K={event.settings.k}, "
+                      f"T={event.settings.temperature}, seed={event.settings.seed}\n")
+            out.write(event.prompt)
+        elif isinstance(event, Round):
+            out.write(_round_text(event, color))
+        elif isinstance(event, RunFinished):
+            s = event.summary
+            out.write(f"\n\n# {s.tokens} tokens in {s.rounds} rounds, {s.wall_time_s:.2f} s "
+                      f"({s.tokens_per_s:.1f} tok/s), stop: {event.stop_reason}\n")
+            if s.drafted:
+                by_pos = " ".join(f"{a:.2f}" for a in s.acceptance_by_position)
+                out.write(f"# acceptance α = {s.accepted}/{s.drafted} = {s.acceptance_rate:.3f}, "
+                          f"{s.mean_tokens_per_round:.2f} tokens/round, "
+                          f"{s.target_calls} target passes; by position: {by_pos}\n")
+        elif isinstance(event, RunFailed):
+            out.write(f"\nspecviz-cli: error: {event.message}\n")
+            status = 1
+        out.flush()
+    return status
+
+
+def _round_text(event: Round, color: bool) -> str:
+    """Accepted drafts, the rejected guess (struck), then the resampled/bonus token."""
+    if not color:
+        return event.appended_text
+    parts: list[str] = []
+    kept = len(event.appended_ids)
+    for i, d in enumerate(event.drafted):
+        if d.status == "accepted" and i < kept:
+            parts.append(STYLE["accepted"] + event.appended_texts[i] + RESET)
+        elif d.status == "rejected":
+            parts.append(STYLE["rejected"] + d.text + RESET)
+    if event.extra is not None and kept > event.n_accepted:
+        parts.append(STYLE[event.extra.kind] + event.appended_texts[event.n_accepted] + RESET)
+    return "".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = sys.stdout
+    settings = _settings(args)
+
+    def fail(message: str, kind: str) -> int:
+        if args.json:
+            print(to_json(RunFailed(message=message, kind=kind)), file=out)
+        else:
+            print(f"specviz-cli: error: {message}", file=sys.stderr)
+        return 1
+
+    try:
+        validate(settings, speculative=not args.baseline)
+    except InputError as exc:
+        return fail(str(exc), exc.kind)
+    draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
+    target = target or BUNDLED_TARGET
+    if not args.baseline:
+        draft = draft or default_draft()
+        if draft is None:
+            return fail("No draft model: pass --draft (alias, hub id, folder or .gguf).", "input")
+    progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
+    try:
+        pair = load_pair(None if args.baseline else draft, target, args.device, args.dtype,
+                         progress=progress)
+    except SpecvizError as exc:
+        return fail(str(exc), exc.kind)
+    prompt = chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt else args.prompt
+    try:
+        decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
+                   else SpeculativeDecoder(pair, settings))
+    except SpecvizError as exc:
+        return fail(str(exc), exc.kind)
+    events = guarded(decoder.run(prompt))
+    if args.json:
+        status = 0
+        for event in events:
+            print(to_json(event), file=out, flush=True)
+            status = 1 if isinstance(event, RunFailed) else status
+        return status
+    color = out.isatty() and "NO_COLOR" not in os.environ
+    return _render(events, out, color)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""`specviz distill` end to end on a tiny random target, and the shipped draft."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from specviz.core import distill
+from specviz.core.distill_prompts import heldout_prompts, train_prompts
+from specviz.core.models import BUNDLED_DRAFT_DIR, VOCAB_MAP_FILE, load_model, load_pair
+from tests.tiny import byte_tokenizer, tiny_llama
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random, peaked Llama target with a byte-level BPE tokenizer, saved as a folder."""
+    folder = tmp_path_factory.mktemp("tiny-target")
+    tok = byte_tokenizer(300)
+    model = tiny_llama(len(tok), seed=3, hidden=48, layers=2, sharpness=6.0,
+                       dtype=torch.float32)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _argv(target: Path, out: Path, work: Path, steps: int = 40) -> list[str]:
+    return ["--target", str(target), "--out", str(out), "--work-dir", str(work),
+            "--teacher-tokens", "1500", "--heldout-tokens", "300", "--gen-batch", "16",
+            "--max-new-tokens", "32", "--vocab", "200", "--hidden", "32", "--layers", "1",
+            "--heads", "2", "--kv-heads", "1", "--intermediate", "64", "--steps", str(steps),
+            "--batch-size", "8", "--seq-len", "64", "--lr", "1e-2", "--eval-every", "20",
+            "--ckpt-every", "10", "--seed", "7", "--quiet"]
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_distil_end_to_end_beats_untrained(tiny_target: Path, tmp_path: Path) -> None:
+    out, work = tmp_path / "draft", tmp_path / "work"
+    assert distill.main(_argv(tiny_target, out, work)) == 0
+
+    result = json.loads((work / "result.json").read_text())
+    trained, untrained = result["heldout"], result["untrained"]
+    assert trained["rows"] > 100
+    # Held-out prompts, never trained on: the distilled draft agrees with p more often.
+    assert trained["alpha_t1"] > untrained["alpha_t1"] + 0.05
+    assert trained["greedy_agree"] > untrained["greedy_agree"]
+    assert trained["kl"] < untrained["kl"]
+
+    draft = AutoModelForCausalLM.from_pretrained(out)  # a standard transformers folder
+    vocab = json.loads((out / VOCAB_MAP_FILE).read_text())
+    assert draft.config.vocab_size == len(vocab["target_ids"]) == 200
+    assert (out / "model.safetensors").is_file() and (out / "README.md").is_file()
+    assert "specviz distill --target" in (out / "README.md").read_text()
+
+    pair = load_pair(str(out), str(tiny_target), device="cpu")  # tokenizer check passes
+    assert pair.draft_vocab_map is not None
+    assert pair.draft_vocab_map.tolist() == vocab["target_ids"]
+    assert pair.vocab_size == 300
+
+
+def test_interrupted_run_resumes_to_the_same_model(
+    tiny_target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    straight = tmp_path / "straight"
+    assert distill.main(_argv(tiny_target, straight / "out", straight / "work", 24)) == 0
+
+    resumed = tmp_path / "resumed"
+    real_loss = distill.distill_loss
+    calls = {"n": 0}
+
+    def interrupting_loss(logits: torch.Tensor, batch: distill.Batch) -> distill.LossParts:
+        # Training calls come after the untrained evaluation; stop in the middle of step 15.
+        if torch.is_grad_enabled():
+            calls["n"] += 1
+            if calls["n"] == 15:
+                raise KeyboardInterrupt
+        return real_loss(logits, batch)
+
+    monkeypatch.setattr(distill, "distill_loss", interrupting_loss)
+    argv = _argv(tiny_target, resumed / "out", resumed / "work", 24)
+    assert distill.main(argv) == 130
+    assert torch.load(resumed / "work" / distill.CKPT, weights_only=False)["step"] == 14
+    monkeypatch.setattr(distill, "distill_loss", real_loss)
+    assert distill.main(argv) == 0
+
+    a, b = _weights(straight / "out"), _weights(resumed / "out")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6)
+
+
+def test_loss_is_zero_when_q_equals_p() -> None:
+    logits = torch.randn(1, 3, 10)
+    logp = torch.log_softmax(logits, -1)
+    values, ids = logp.topk(10, dim=-1)
+    batch = distill.Batch(inputs=torch.zeros(1, 3, dtype=torch.long), top_ids=ids,
+                          top_lp=values, mask=torch.ones(1, 3, dtype=torch.bool))
+    parts = distill.distill_loss(logits, batch)
+    torch.testing.assert_close(parts.kl, torch.zeros(1, 3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(parts.alpha, torch.ones(1, 3), atol=1e-5, rtol=0)
+    assert bool(parts.agree.all())
+    other = distill.distill_loss(torch.randn(1, 3, 10), batch)
+    assert float(other.kl.min()) > 0 and float(other.alpha.max()) < 1
+
+
+def test_heldout_prompts_are_disjoint_from_training_prompts() -> None:
+    held, train = set(heldout_prompts()), set(train_prompts())
+    assert len(held) >= 50 and len(train) >= 500
+    assert not held & train
+
+
+def test_lookup_maps_missing_ids_to_oov() -> None:
+    table = distill.vocab_lookup([0, 5, 7], full=10, oov=0)
+    assert table.tolist() == [0, 0, 0, 0, 0, 1, 0, 2, 0, 0]
+
+
+shipped = pytest.mark.skipif(not (BUNDLED_DRAFT_DIR / "config.json").is_file(),
+                             reason="the shipped draft has not been trained yet")
+
+
+@shipped
+def test_shipped_draft_is_small_and_loads_offline() -> None:
+    size = sum(f.stat().st_size for f in BUNDLED_DRAFT_DIR.iterdir() if f.is_file())
+    assert size <= 25 * 1024 * 1024
+    draft = load_model("smollm2-135m-draft", device="cpu")
+    assert next(draft.model.parameters()).dtype == torch.float32  # fp16 on disk, upcast
+    assert draft.vocab_map is not None
+    assert draft.model.config.vocab_size == draft.vocab_map.numel()
+    assert len(draft.tokenizer) == 49152 and int(draft.vocab_map.max()) < 49152
+    ids = torch.tensor([[1, 2, 3]])
+    assert draft.model(input_ids=ids).logits.shape == (1, 3, draft.vocab_map.numel())
+
+
+@shipped
+@pytest.mark.slow
+def test_shipped_draft_pairs_with_the_bundled_target() -> None:
+    pair = load_pair("smollm2-135m-draft", "smollm2-135m", device="cpu")
+    target_tok = AutoTokenizer.from_pretrained(BUNDLED_DRAFT_DIR)
+    assert target_tok.get_vocab() == pair.tokenizer.get_vocab()
+    assert pair.draft_vocab_map is not None and pair.vocab_size == 49152

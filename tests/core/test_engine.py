@@ -1,0 +1,265 @@
+"""The speculative decoder: greedy identity, KV caches, edge cases, bad input."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+import torch
+
+from specviz.core import engine as engine_mod
+from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
+from specviz.core.errors import InputError
+from specviz.core.events import Round, RunFailed, RunFinished, RunStarted, Settings
+from specviz.core.models import ModelPair
+from tests.tiny import tiny_llama, tiny_pair, word_tokenizer
+
+
+def run_all(pair: ModelPair, **kw: object) -> list[object]:
+    return list(SpeculativeDecoder(pair, Settings(**kw)).run("the cat"))  # type: ignore[arg-type]
+
+
+def finished(events: list[object]) -> RunFinished:
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last
+
+
+@pytest.fixture
+def no_eos_pair() -> ModelPair:
+    return tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
+
+
+def target_greedy(pair: ModelPair, n: int) -> list[int]:
+    ids = pair.tokenizer("the cat", return_tensors="pt")["input_ids"]
+    out = pair.target.generate(ids, max_new_tokens=n, do_sample=False, eos_token_id=None,
+                               pad_token_id=0)
+    return [int(i) for i in out[0, ids.shape[1]:]]
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_temperature_zero_equals_target_greedy(no_eos_pair: ModelPair, k: int) -> None:
+    expected = target_greedy(no_eos_pair, 40)
+    events = run_all(no_eos_pair, k=k, temperature=0.0, max_new_tokens=40)
+    done = finished(events)
+    assert list(done.generated_ids) == expected
+    rounds = [e for e in events if isinstance(e, Round)]
+    # Greedy drafts from a different model must get rejected somewhere, or this proves little.
+    assert any(r.n_accepted < r.k for r in rounds)
+
+
+def test_baseline_equals_target_greedy(no_eos_pair: ModelPair) -> None:
+    events = list(AutoregressiveDecoder(no_eos_pair, Settings(temperature=0, max_new_tokens=30))
+                  .run("the cat"))
+    assert list(finished(events).generated_ids) == target_greedy(no_eos_pair, 30)
+    assert all(isinstance(e, Round) and e.k == 0 and e.extra.kind == "target"  # type: ignore[union-attr]
+               for e in events[1:-1])
+
+
+def test_seeded_runs_are_reproducible(tiny_pair: ModelPair) -> None:
+    a = finished(run_all(tiny_pair, k=4, temperature=1.0, max_new_tokens=30, seed=7))
+    b = finished(run_all(tiny_pair, k=4, temperature=1.0, max_new_tokens=30, seed=7))
+    c = finished(run_all(tiny_pair, k=4, temperature=1.0, max_new_tokens=30, seed=8))
+    assert a.generated_ids == b.generated_ids
+    assert a.generated_ids != c.generated_ids
+
+
+def test_caches_match_recompute_after_rejections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cached forward gives the logits a from-scratch forward over the same ids gives."""
+    pair = tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
+    worst = {"target": 0.0, "draft": 0.0}
+    checked = {"target": 0, "draft": 0}
+    original = engine_mod._Model.feed
+
+    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int) -> torch.Tensor:
+        cached = original(self, ids, keep)
+        with torch.no_grad():
+            full = self.model(torch.tensor([self.ids])).logits[0, -keep:, : self.vocab_size]
+        who = "target" if self.model is pair.target else "draft"
+        worst[who] = max(worst[who], float((cached - full).abs().max()))
+        checked[who] += 1
+        return cached
+
+    monkeypatch.setattr(engine_mod._Model, "feed", checking_feed)
+    events = run_all(pair, k=4, temperature=1.0, max_new_tokens=120, seed=3)
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert sum(r.n_accepted < r.k for r in rounds) >= 5  # many rollbacks happened
+    assert sum(r.n_accepted == r.k for r in rounds) >= 1  # and a bonus catch-up at least once
+    assert checked["target"] == len(rounds) and checked["draft"] >= len(rounds)
+    assert worst["target"] < 1e-9 and worst["draft"] < 1e-9, worst
+
+
+def test_no_prefix_is_reencoded(no_eos_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each forward after the first feeds only new ids: total fed = tokens, plus drafts."""
+    fed: list[int] = []
+    original = engine_mod._Model.feed
+
+    def counting_feed(self: engine_mod._Model, ids: list[int], keep: int) -> torch.Tensor:
+        if self.model is no_eos_pair.target:
+            fed.append(len(ids))
+        return original(self, ids, keep)
+
+    monkeypatch.setattr(engine_mod._Model, "feed", counting_feed)
+    events = run_all(no_eos_pair, k=4, temperature=1.0, max_new_tokens=60, seed=1)
+    rounds = [e for e in events if isinstance(e, Round)]
+    # Round 1 feeds prompt + K drafts; later rounds feed the one new token + K drafts.
+    assert fed[0] == 2 + rounds[0].k
+    assert fed[1:] == [1 + r.k for r in rounds[1:]]
+
+
+def test_identical_draft_and_target_accepts_everything() -> None:
+    model = tiny_llama(15, seed=5, sharpness=3.0)
+    pair = ModelPair(target=model, draft=copy.deepcopy(model), tokenizer=word_tokenizer(eos=False))
+    done = finished(run_all(pair, k=5, temperature=1.0, max_new_tokens=60, seed=2))
+    assert done.summary.acceptance_rate == 1.0
+    assert done.summary.mean_tokens_per_round == pytest.approx(6.0, abs=0.5)
+
+
+def test_k1_runs_and_rounds_add_at_most_two(tiny_pair: ModelPair) -> None:
+    events = run_all(tiny_pair, k=1, temperature=1.0, max_new_tokens=25, seed=4)
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert all(r.k == 1 and 1 <= len(r.appended_ids) <= 2 for r in rounds[:-1])
+    assert finished(events).summary.tokens == sum(len(r.appended_ids) for r in rounds)
+
+
+def test_eos_inside_a_round_is_trimmed() -> None:
+    model = tiny_llama(15, seed=5, sharpness=3.0)
+    pair = ModelPair(target=model, draft=copy.deepcopy(model), tokenizer=word_tokenizer(eos=False))
+    greedy = finished(run_all(pair, k=6, temperature=0.0, max_new_tokens=12)).generated_ids
+    i = next(i for i in range(2, len(greedy)) if greedy[i] not in greedy[:i])
+    model.generation_config.eos_token_id = greedy[i]  # make that token the end of text
+    events = run_all(pair, k=6, temperature=0.0, max_new_tokens=12)
+    done = finished(events)
+    assert done.stop_reason == "eos"
+    assert done.generated_ids == greedy[: i + 1]
+    first = next(e for e in events if isinstance(e, Round))
+    assert first.appended_ids == tuple(greedy[: i + 1])  # drafts after EOS were dropped
+
+
+@pytest.mark.parametrize("limit", [1, 5, 13])
+def test_max_new_tokens_is_exact(tiny_pair: ModelPair, limit: int) -> None:
+    done = finished(run_all(tiny_pair, k=8, temperature=1.0, max_new_tokens=limit, seed=11))
+    assert done.summary.tokens == len(done.generated_ids)
+    if done.stop_reason != "eos":
+        assert done.stop_reason == "max_new_tokens"
+        assert len(done.generated_ids) == limit
+
+
+def test_stop_request_is_honoured_between_rounds(no_eos_pair: ModelPair) -> None:
+    stop = threading.Event()
+    seen: list[object] = []
+    for event in SpeculativeDecoder(no_eos_pair, Settings(k=3, max_new_tokens=200)).run(
+            "the cat", stop=stop):
+        seen.append(event)
+        if isinstance(event, Round):
+            stop.set()
+    assert [type(e) for e in seen] == [RunStarted, Round, RunFinished]
+    done = finished(seen)
+    assert done.stop_reason == "stopped"
+    assert done.generated_ids == seen[1].appended_ids  # type: ignore[attr-defined]
+
+
+def test_round_events_are_consistent(tiny_pair: ModelPair) -> None:
+    events = run_all(tiny_pair, k=4, temperature=1.0, max_new_tokens=40, seed=9, top_n=3)
+    done = finished(events)
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert "".join(r.appended_text for r in rounds) == done.text
+    assert sum(r.n_accepted for r in rounds) == done.summary.accepted
+    for r in rounds:
+        statuses = [d.status for d in r.drafted]
+        assert statuses == sorted(statuses, key=["accepted", "rejected", "discarded"].index)
+        assert statuses.count("rejected") <= 1
+        for d in r.drafted:
+            assert d.ratio == pytest.approx(min(1.0, d.p / d.q))
+            if d.status == "accepted":
+                assert d.r is not None and d.r < d.ratio
+            elif d.status == "rejected":
+                assert d.r is not None and d.r >= d.ratio
+            # top-N plus the drafted token when it is outside the top-N
+            assert d.token_id in d.q_top.ids and len(d.q_top.ids) <= 4
+            assert list(d.q_top.probs[:3]) == sorted(d.q_top.probs[:3], reverse=True)
+        assert r.extra is not None or r is rounds[-1]
+        if r.extra is not None:
+            assert r.extra.kind == ("resampled" if r.n_accepted < r.k else "bonus")
+    by_pos = done.summary.acceptance_by_position
+    assert len(by_pos) == 4 and all(0.0 <= a <= 1.0 for a in by_pos)
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"k": 0}, "K must be between 1 and 16"),
+        ({"k": 17}, "K must be between 1 and 16"),
+        ({"temperature": -0.5}, "Temperature"),
+        ({"top_p": 0.0}, "top-p"),
+        ({"top_p": 1.5}, "top-p"),
+        ({"top_k": -1}, "top-k"),
+        ({"max_new_tokens": 0}, "max new tokens"),
+    ],
+)
+def test_bad_settings_are_refused(tiny_pair: ModelPair, kw: dict[str, object],
+                                  fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment):
+        SpeculativeDecoder(tiny_pair, Settings(**kw))  # type: ignore[arg-type]
+
+
+def test_prompt_longer_than_context_is_refused() -> None:
+    pair = tiny_pair(max_positions=16)
+    with pytest.raises(InputError, match="context is 16"):
+        list(SpeculativeDecoder(pair, Settings()).run(" ".join(["cat"] * 20)))
+
+
+def test_context_limits_new_tokens() -> None:
+    pair = tiny_pair(word_tokenizer(eos=False), max_positions=16)
+    done = finished(list(SpeculativeDecoder(pair, Settings(max_new_tokens=100)).run("the cat")))
+    assert len(done.generated_ids) == 16 - 2 and done.stop_reason == "context"
+
+
+def test_empty_prompt_starts_from_bos(tiny_pair: ModelPair) -> None:
+    events = run_all_prompt(tiny_pair, "")
+    assert isinstance(events[0], RunStarted) and events[0].prompt_ids == (0,)
+
+
+def run_all_prompt(pair: ModelPair, prompt: str) -> list[object]:
+    return list(SpeculativeDecoder(pair, Settings(max_new_tokens=5)).run(prompt))
+
+
+def test_empty_prompt_without_bos_is_refused(tiny_pair: ModelPair) -> None:
+    tiny_pair.tokenizer.bos_token = None
+    with pytest.raises(InputError, match="empty"):
+        run_all_prompt(tiny_pair, "")
+
+
+def test_guarded_turns_errors_into_a_final_event(tiny_pair: ModelPair) -> None:
+    events = list(guarded(SpeculativeDecoder(tiny_pair, Settings()).run(" ".join(["a"] * 500))))
+    assert len(events) == 1 and isinstance(events[0], RunFailed)
+    assert events[0].kind == "input" and "context" in events[0].message
+
+
+def test_padded_embeddings_use_the_shared_vocabulary() -> None:
+    """Same tokenizer, LM heads padded to different sizes (the Qwen 0.5B/7B case)."""
+    tok = word_tokenizer(eos=False)
+    pair = ModelPair(target=tiny_llama(len(tok) + 9, seed=2), draft=tiny_llama(len(tok) + 1, seed=1),
+                     tokenizer=tok)
+    assert pair.vocab_size == len(tok) + 1
+    done = finished(list(SpeculativeDecoder(pair, Settings(max_new_tokens=50, seed=0))
+                         .run("the cat")))
+    assert len(done.generated_ids) == 50 and max(done.generated_ids) < pair.vocab_size
+
+
+def test_reduced_vocab_draft_maps_ids() -> None:
+    """A draft over a subset of the target's ids: q is zero elsewhere and the run stays exact."""
+    tok = word_tokenizer(eos=False)
+    keep = torch.tensor([0, 1, 3, 4, 5, 7, 9])
+    pair = ModelPair(target=tiny_llama(len(tok), seed=2, sharpness=3.0),
+                     draft=tiny_llama(len(keep), seed=1, sharpness=3.0), tokenizer=tok,
+                     draft_vocab_map=keep, draft_oov_id=2)
+    events = run_all(pair, k=3, temperature=1.0, max_new_tokens=60, seed=0)
+    for r in (e for e in events if isinstance(e, Round)):
+        for d in r.drafted:
+            assert d.token_id in keep.tolist()  # drafts come from the draft's vocabulary
+    # Greedy identity holds with a reduced draft too.
+    expected = target_greedy(pair, 30)
+    assert list(finished(run_all(pair, k=3, temperature=0.0, max_new_tokens=30))
+                .generated_ids) == expected
