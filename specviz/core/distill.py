@@ -298,8 +298,8 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
             opt.step()
             step += 1
             bar.update(1)
-            bar.set_postfix(kl=f"{float(parts.kl[m].mean()):.3f}",
-                            alpha=f"{float(parts.alpha[m].mean()):.3f}")
+            bar.set_postfix(kl=f"{float(parts.kl[m].mean().detach()):.3f}",
+                            alpha=f"{float(parts.alpha[m].mean().detach()):.3f}")
             if step % args.eval_every == 0 or step == args.steps:
                 result = evaluate(student, heldout, lookup, oov, args.seq_len)
                 history.append({"step": step, "alpha_t1": result.alpha_t1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 # Every HOLDOUT_EVERY-th prompt (after a fixed shuffle) is never trained on.
 HOLDOUT_EVERY = 10
@@ -97,7 +98,8 @@ def _fill(template: str, rng: random.Random) -> str:
     )
 
 
-def all_prompts(n_chat: int = 660, n_raw: int = 110) -> list[tuple[str, bool]]:
+@lru_cache(maxsize=4)
+def all_prompts(n_chat: int = 660, n_raw: int = 110) -> tuple[tuple[str, bool], ...]:
     """Deterministic (text, use_chat_template) prompts, distinct, in a fixed shuffled order."""
     rng = random.Random(_SPLIT_SEED)
     seen: set[tuple[str, bool]] = set()
@@ -113,7 +115,7 @@ def all_prompts(n_chat: int = 660, n_raw: int = 110) -> list[tuple[str, bool]]:
             out.append((text, chat))
             made += 1
     rng.shuffle(out)
-    return out
+    return tuple(out)
 
 
 def train_prompts() -> list[tuple[str, bool]]:

@@ -30,7 +30,7 @@ def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _argv(target: Path, out: Path, work: Path, steps: int = 40) -> list[str]:
     return ["--target", str(target), "--out", str(out), "--work-dir", str(work),
             "--teacher-tokens", "1500", "--heldout-tokens", "300", "--gen-batch", "16",
-            "--max-new-tokens", "32", "--vocab", "200", "--hidden", "32", "--layers", "1",
+            "--max-new-tokens", "32", "--vocab", "250", "--hidden", "32", "--layers", "1",
             "--heads", "2", "--kv-heads", "1", "--intermediate", "64", "--steps", str(steps),
             "--batch-size", "8", "--seq-len", "64", "--lr", "1e-2", "--eval-every", "20",
             "--ckpt-every", "10", "--seed", "7", "--quiet"]
@@ -55,7 +55,7 @@ def test_distil_end_to_end_beats_untrained(tiny_target: Path, tmp_path: Path) ->
 
     draft = AutoModelForCausalLM.from_pretrained(out)  # a standard transformers folder
     vocab = json.loads((out / VOCAB_MAP_FILE).read_text())
-    assert draft.config.vocab_size == len(vocab["target_ids"]) == 200
+    assert draft.config.vocab_size == len(vocab["target_ids"]) == 250
     assert (out / "model.safetensors").is_file() and (out / "README.md").is_file()
     assert "specviz distill --target" in (out / "README.md").read_text()
 

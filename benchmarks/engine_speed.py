@@ -1,0 +1,177 @@
+"""Engine speed, side by side in one run: target alone, specviz, transformers' assisted generate.
+
+    .venv/bin/python benchmarks/engine_speed.py [--pairs self,random,distilled] [--k 4]
+
+For each pair it runs, interleaved and repeated over the same prompts and settings:
+  * the target alone (specviz's AutoregressiveDecoder; also plain ``generate`` as a check),
+  * specviz's SpeculativeDecoder (emitting every event, top-10 per distribution),
+  * ``target.generate(assistant_model=draft)`` with a constant K (no dynamic schedule).
+It prints tokens/s ratios, the measured acceptance rate α, and the speedup predicted
+from α, K and the measured costs next to the measured speedup. Absolute times are
+printed for context only: on a shared machine only the ratios mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
+from specviz.core.events import RunFinished, Settings  # noqa: E402
+from specviz.core.models import ModelPair, default_draft, load_model  # noqa: E402
+
+PROMPTS = [
+    "Write a short story about a lighthouse keeper.",
+    "List five tips for learning a new language.",
+    "Explain how a bicycle works to a child.",
+]
+
+
+def random_draft(target: torch.nn.Module) -> torch.nn.Module:
+    """A 1-layer random Llama on the target's vocabulary: α ≈ 0, the rejection path."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = target.config  # type: ignore[attr-defined]
+    config = LlamaConfig(vocab_size=cfg.vocab_size, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=cfg.max_position_embeddings,
+                         bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id)
+    return LlamaForCausalLM(config).eval()
+
+
+def timed(fn):  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t0, result
+
+
+def forward_cost(model: torch.nn.Module, prompt_ids: torch.Tensor, n_tokens: int,
+                 reps: int = 8) -> float:
+    """Median seconds for one cached forward of ``n_tokens`` new tokens after the prompt."""
+    from transformers import DynamicCache
+
+    times = []
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)  # type: ignore[attr-defined]
+        model(prompt_ids, past_key_values=cache, use_cache=True)
+        for _ in range(reps):
+            new = prompt_ids[:, :n_tokens]
+            t0 = time.perf_counter()
+            model(new, past_key_values=cache, use_cache=True, logits_to_keep=n_tokens)
+            times.append(time.perf_counter() - t0)
+            cache.crop(-n_tokens)
+    return statistics.median(times)
+
+
+def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> None:
+    tok = pair.tokenizer
+    settings = Settings(k=k, temperature=0.0, max_new_tokens=max_new, seed=0)
+    prompts = [chat_prompt(tok, p) for p in PROMPTS]
+    assistant = pair.draft
+    assistant.generation_config.num_assistant_tokens = k  # type: ignore[union-attr]
+    assistant.generation_config.num_assistant_tokens_schedule = "constant"  # type: ignore[union-attr]
+    assistant.generation_config.assistant_confidence_threshold = 0.0  # type: ignore[union-attr]
+
+    totals = {"target": 0.0, "specviz": 0.0, "hf_assisted": 0.0}
+    tokens = {"target": 0, "specviz": 0, "hf_assisted": 0}
+    accepted = drafted = 0
+    mismatches = 0
+    for rep in range(reps + 1):  # the first pass warms up and is not counted
+        for prompt in prompts:
+            ids = tok(prompt, return_tensors="pt")["input_ids"]
+
+            def base() -> RunFinished:
+                return list(AutoregressiveDecoder(pair, settings).run(prompt))[-1]  # type: ignore[return-value]
+
+            def spec() -> RunFinished:
+                return list(SpeculativeDecoder(pair, settings).run(prompt))[-1]  # type: ignore[return-value]
+
+            def hf() -> torch.Tensor:
+                with torch.inference_mode():
+                    return pair.target.generate(ids, assistant_model=assistant, do_sample=False,
+                                                max_new_tokens=max_new, pad_token_id=tok.eos_token_id)
+
+            t_base, r_base = timed(base)
+            t_spec, r_spec = timed(spec)
+            t_hf, r_hf = timed(hf)
+            if r_spec.generated_ids != r_base.generated_ids:
+                mismatches += 1
+            if rep == 0:
+                continue
+            totals["target"] += t_base
+            totals["specviz"] += t_spec
+            totals["hf_assisted"] += t_hf
+            tokens["target"] += len(r_base.generated_ids)
+            tokens["specviz"] += len(r_spec.generated_ids)
+            tokens["hf_assisted"] += int(r_hf.shape[1] - ids.shape[1])
+            accepted += r_spec.summary.accepted
+            drafted += r_spec.summary.drafted
+
+    tps = {key: tokens[key] / totals[key] for key in totals}
+    alpha = accepted / drafted if drafted else 0.0
+    probe = tok(prompts[0], return_tensors="pt")["input_ids"]
+    t1 = forward_cost(pair.target, probe, 1)
+    tk = forward_cost(pair.target, probe, k + 1)
+    d1 = forward_cost(assistant, probe, 1)  # type: ignore[arg-type]
+    c = d1 / t1
+    v = tk / t1
+    expected_tokens = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
+    predicted_paper = expected_tokens / (k * c + 1)  # Leviathan et al.: verify costs one pass
+    predicted_cpu = expected_tokens / (k * c + v)  # with the measured cost of K+1 positions
+    print(f"\n## {name}: K={k}, temperature 0, {max_new} new tokens, {len(prompts)} prompts x {reps}")
+    print(f"  tokens/s: target alone {tps['target']:.2f}, specviz {tps['specviz']:.2f}, "
+          f"HF assisted {tps['hf_assisted']:.2f}")
+    print(f"  specviz / target alone      = {tps['specviz'] / tps['target']:.2f}x")
+    print(f"  HF assisted / target alone  = {tps['hf_assisted'] / tps['target']:.2f}x")
+    print(f"  specviz / HF assisted       = {tps['specviz'] / tps['hf_assisted']:.2f}x")
+    print(f"  α = {alpha:.3f}; cost ratio c = draft/target forward = {c:.3f}; "
+          f"verify {k + 1} positions / 1 = {v:.2f}")
+    print(f"  predicted speedup: {predicted_paper:.2f}x (verify = 1 pass), "
+          f"{predicted_cpu:.2f}x (measured verify cost); measured "
+          f"{tps['specviz'] / tps['target']:.2f}x")
+    print(f"  greedy outputs differing from the target alone: {mismatches} (must be 0)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--pairs", default="self,random,distilled")
+    ap.add_argument("--target", default="smollm2-135m")
+    ap.add_argument("--draft", help="an extra pair: this draft with --target")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{os.cpu_count()} cpus; command: {' '.join(sys.argv)}")
+    target = load_model(args.target, device="cpu")
+    wanted = args.pairs.split(",")
+    pairs: list[tuple[str, torch.nn.Module]] = []
+    if "self" in wanted:  # α = 1: pure overhead of drafting with a model as big as the target
+        pairs.append(("target as its own draft (α = 1)", load_model(args.target, "cpu").model))
+    if "random" in wanted:
+        pairs.append(("random 1-layer draft (α ≈ 0)", random_draft(target.model)))
+    if "distilled" in wanted and default_draft():
+        pairs.append(("shipped distilled draft", load_model(default_draft() or "", "cpu").model))
+    if args.draft:
+        pairs.append((args.draft, load_model(args.draft, "cpu").model))
+    for name, draft in pairs:
+        pair = ModelPair(target=target.model, draft=draft, tokenizer=target.tokenizer,
+                         target_name=target.name, draft_name=name)
+        bench_pair(name, pair, args.k, args.max_new_tokens, args.reps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
