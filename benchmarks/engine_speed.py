@@ -72,6 +72,20 @@ def forward_cost(model: torch.nn.Module, prompt_ids: torch.Tensor, n_tokens: int
     return statistics.median(times)
 
 
+def last(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> RunFinished:
+    *_, done = decoder.run(prompt)
+    assert isinstance(done, RunFinished)
+    return done
+
+
+def hf_assisted(pair: ModelPair, assistant: torch.nn.Module, ids: torch.Tensor,
+                max_new: int) -> torch.Tensor:
+    with torch.inference_mode():
+        return pair.target.generate(ids, assistant_model=assistant, do_sample=False,  # type: ignore[no-any-return]
+                                    max_new_tokens=max_new,
+                                    pad_token_id=pair.tokenizer.eos_token_id)
+
+
 def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> None:
     tok = pair.tokenizer
     settings = Settings(k=k, temperature=0.0, max_new_tokens=max_new, seed=0)
@@ -89,20 +103,9 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
         for prompt in prompts:
             ids = tok(prompt, return_tensors="pt")["input_ids"]
 
-            def base() -> RunFinished:
-                return list(AutoregressiveDecoder(pair, settings).run(prompt))[-1]  # type: ignore[return-value]
-
-            def spec() -> RunFinished:
-                return list(SpeculativeDecoder(pair, settings).run(prompt))[-1]  # type: ignore[return-value]
-
-            def hf() -> torch.Tensor:
-                with torch.inference_mode():
-                    return pair.target.generate(ids, assistant_model=assistant, do_sample=False,
-                                                max_new_tokens=max_new, pad_token_id=tok.eos_token_id)
-
-            t_base, r_base = timed(base)
-            t_spec, r_spec = timed(spec)
-            t_hf, r_hf = timed(hf)
+            t_base, r_base = timed(lambda: last(AutoregressiveDecoder(pair, settings), prompt))  # noqa: B023
+            t_spec, r_spec = timed(lambda: last(SpeculativeDecoder(pair, settings), prompt))  # noqa: B023
+            t_hf, r_hf = timed(lambda: hf_assisted(pair, assistant, ids, max_new))  # noqa: B023
             if r_spec.generated_ids != r_base.generated_ids:
                 mismatches += 1
             if rep == 0:
@@ -127,7 +130,8 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     expected_tokens = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
     predicted_paper = expected_tokens / (k * c + 1)  # Leviathan et al.: verify costs one pass
     predicted_cpu = expected_tokens / (k * c + v)  # with the measured cost of K+1 positions
-    print(f"\n## {name}: K={k}, temperature 0, {max_new} new tokens, {len(prompts)} prompts x {reps}")
+    print(f"\n## {name}: K={k}, temperature 0, {max_new} new tokens, "
+          f"{len(prompts)} prompts x {reps}")
     print(f"  tokens/s: target alone {tps['target']:.2f}, specviz {tps['specviz']:.2f}, "
           f"HF assisted {tps['hf_assisted']:.2f}")
     print(f"  specviz / target alone      = {tps['specviz'] / tps['target']:.2f}x")

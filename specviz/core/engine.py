@@ -91,10 +91,11 @@ class _Model:
         self.calls += 1
         logits = out.logits[0, -keep:]  # (keep, V_model)
         if self.vocab_map is not None:
-            full = logits.new_full((keep, self.vocab_size), float("-inf"))
+            full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
             full[:, self.vocab_map] = logits
             return full
-        return logits[:, : self.vocab_size]
+        shared: torch.Tensor = logits[:, : self.vocab_size]
+        return shared
 
     def crop(self, length: int) -> None:
         """Forget everything after the first ``length`` cached tokens."""
@@ -121,7 +122,9 @@ class _Run:
     def __init__(self, pair: ModelPair, settings: Settings, prompt: str,
                  speculative: bool) -> None:
         validate(settings, speculative)
-        seed = settings.seed if settings.seed is not None else int.from_bytes(os.urandom(4), "little")
+        seed = settings.seed
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
         self.settings = replace(settings, seed=seed)
         self.generator = torch.Generator().manual_seed(seed)
         self.pair = pair
@@ -284,7 +287,9 @@ class SpeculativeDecoder:
         assert stats.reached is not None and stats.kept is not None
         yield run.started("speculative", pair.draft_name)
         seq = list(run.prompt_ids)  # committed ids: prompt + generated
-        probs = lambda logits: logits_to_probs(logits, s.temperature, s.top_k, s.top_p)  # noqa: E731
+
+        def probs(logits: torch.Tensor) -> torch.Tensor:
+            return logits_to_probs(logits, s.temperature, s.top_k, s.top_p)
 
         while run.stop_reason is None:
             if _stopped(stop):
@@ -421,7 +426,8 @@ class AutoregressiveDecoder:
             yield Round(
                 index=stats.rounds - 1, k=0, drafted=(), n_accepted=0,
                 extra=ExtraToken(kind="target", token_id=token, text=run.texts(token),
-                                 prob=float(p[token]), p=float(p[token]), dist_top=run.top(p, token)),
+                                 prob=float(p[token]), p=float(p[token]),
+                                 dist_top=run.top(p, token)),
                 bonus_top=None, appended_ids=tuple(kept), appended_text="".join(pieces),
                 appended_texts=tuple(pieces), draft_time_s=0.0, verify_time_s=t1 - t0,
                 n_generated=len(run.generated), target_calls=target.calls, draft_calls=0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 # Fate of a drafted token in a round.
 Status = Literal["accepted", "rejected", "discarded"]
@@ -143,7 +143,7 @@ class RunFailed:
     kind: str = "error"  # a short class: "oom", "load", "input", "decoder" ...
 
 
-Event = Union[RunStarted, Round, RunFinished, RunFailed]
+Event = RunStarted | Round | RunFinished | RunFailed
 
 _TYPE_NAMES: dict[type, str] = {
     RunStarted: "run_started",

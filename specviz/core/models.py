@@ -96,11 +96,13 @@ class ModelPair:
 
     @property
     def device(self) -> torch.device:
-        return next(self.target.parameters()).device
+        device: torch.device = next(self.target.parameters()).device
+        return device
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.target.parameters()).dtype
+        dtype: torch.dtype = next(self.target.parameters()).dtype
+        return dtype
 
 
 def _embedding_rows(model: Any) -> int:
@@ -244,8 +246,7 @@ def load_model(
         raise ModelLoadError(f"Out of memory while loading {spec}: {exc}") from exc
     except (OSError, ValueError, KeyError) as exc:
         raise ModelLoadError(_load_message(spec, exc)) from exc
-    model.to(dev)
-    model.eval()
+    model = model.to(dev).eval()  # type: ignore[arg-type]
     vocab_map, oov = _read_vocab_map(source)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov)
 

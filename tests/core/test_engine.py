@@ -240,8 +240,8 @@ def test_guarded_turns_errors_into_a_final_event(tiny_pair: ModelPair) -> None:
 def test_padded_embeddings_use_the_shared_vocabulary() -> None:
     """Same tokenizer, LM heads padded to different sizes (the Qwen 0.5B/7B case)."""
     tok = word_tokenizer(eos=False)
-    pair = ModelPair(target=tiny_llama(len(tok) + 9, seed=2), draft=tiny_llama(len(tok) + 1, seed=1),
-                     tokenizer=tok)
+    pair = ModelPair(target=tiny_llama(len(tok) + 9, seed=2),
+                     draft=tiny_llama(len(tok) + 1, seed=1), tokenizer=tok)
     assert pair.vocab_size == len(tok) + 1
     done = finished(list(SpeculativeDecoder(pair, Settings(max_new_tokens=50, seed=0))
                          .run("the cat")))
