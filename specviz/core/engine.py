@@ -388,6 +388,7 @@ class SpeculativeDecoder:
                 target_calls=target.calls,
                 draft_calls=draft.calls,
                 elapsed_s=time.perf_counter() - run.t0,
+                final=run.stop_reason is not None,
             )
         yield run.finished(stats, target.calls, draft.calls)
 
@@ -432,6 +433,7 @@ class AutoregressiveDecoder:
                 appended_texts=tuple(pieces), draft_time_s=0.0, verify_time_s=t1 - t0,
                 n_generated=len(run.generated), target_calls=target.calls, draft_calls=0,
                 elapsed_s=time.perf_counter() - run.t0,
+                final=run.stop_reason is not None,
             )
         yield run.finished(stats, target.calls, 0)
 

@@ -92,6 +92,7 @@ class Round:
     target_calls: int  # target forward passes so far
     draft_calls: int  # draft forward passes so far
     elapsed_s: float  # since the run started
+    final: bool = False  # no round follows: the next event is RunFinished
 
 
 @dataclass(frozen=True)

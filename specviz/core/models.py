@@ -195,6 +195,12 @@ def _alias(spec: str) -> str:
     if lowered in (BUNDLED_TARGET, "bundled", "smollm2-135m-instruct"):
         return BUNDLED_TARGET
     if lowered in (BUNDLED_DRAFT, "bundled-draft"):
+        if not (BUNDLED_DRAFT_DIR / "config.json").is_file():
+            raise ModelLoadError(
+                f"The distilled draft is missing from {BUNDLED_DRAFT_DIR}. Make one with "
+                f"`specviz distill --target {BUNDLED_TARGET} --out {BUNDLED_DRAFT_DIR}`, "
+                f"or pick another draft."
+            )
         return str(BUNDLED_DRAFT_DIR)
     return MODEL_ALIASES.get(lowered, spec)
 

@@ -35,12 +35,12 @@ class Fate:
 
 
 FATES: dict[str, Fate] = {
-    "prompt": Fate("prompt", "prompt", "#333333", "#FFFFFF", help="the text you gave"),
+    "prompt": Fate("prompt", "prompt", "#5E5E5E", "#FFFFFF", help="the text you gave"),
     "accepted": Fate("accepted", "accepted draft", "#00507D", "#CCE3F4",
                      help="drafted by q, kept by p (r < min(1, p/q))"),
-    "rejected": Fate("rejected", "rejected draft", "#A03F00", "#F9D9C4", strike=True,
+    "rejected": Fate("rejected", "rejected draft", "#A03F00", "#F7CDBA", strike=True,
                      help="drafted by q, refused by p: shown, then struck through"),
-    "resampled": Fate("resampled", "resampled", "#6B4A00", "#FBE6B8", underline=True,
+    "resampled": Fate("resampled", "resampled", "#574000", "#FFF0A0", underline=True,
                       help="drawn from norm(max(0, p − q)) after a rejection"),
     "bonus": Fate("bonus", "bonus", "#005C43", "#C6EDE1", bold=True, overline=True,
                   help="all K drafts kept: one more token from p for free"),
@@ -80,16 +80,40 @@ def char_format(kind: str, point_size: float = STREAM_POINT_SIZE) -> QTextCharFo
     return fmt
 
 
+def configure_plots() -> None:
+    """pyqtgraph on white with dark ink: high contrast on a projector."""
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(background="w", foreground=INK, antialias=True)
+
+
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
-def token_label(text: str, limit: int = 14) -> str:
+def token_label(text: str, limit: int = 12) -> str:
     """A token's text made visible: spaces as ␣, newlines as ↵, CJK kept; long ones cut."""
     if text == "":
         return "∅"
     shown = "".join(_VISIBLE.get(ch, ch if ch.isprintable() else f"⟨{ord(ch):02X}⟩")
                     for ch in text)
+    shown = shown.replace("⟩⟨", " ")  # byte pieces ⟨E4⟩⟨BD⟩ -> ⟨E4 BD⟩: shorter, same meaning
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def special_marker(appended: str, own: str) -> str:
+    """Text to draw for a token that adds nothing: EOS and other specials get a visible mark.
+
+    The first half of a split multi-byte character also adds "", but its own text is a byte
+    piece like ⟨E4⟩: it stays invisible, and the character appears with the next token.
+    """
+    if appended or not own or "⟨" in own:
+        return appended
+    return f"⟨{own}⟩"
+
+
+def with_newline_marks(text: str) -> str:
+    """A token holding a newline gets a visible ↵ before the break, so its colour shows."""
+    return text.replace("\r", "").replace("\n", "↵\n")
 
 
 def inline_rejected(text: str) -> str:

@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+"""Run a short decode in the real window (offscreen, 1920×1080) and save screenshots.
+
+    .venv/bin/python scripts/screenshots.py [OUT_DIR]            # the bundled default pair
+    .venv/bin/python scripts/screenshots.py OUT_DIR --tiny       # tiny random models (tests)
+
+Saves run.png (the window after the run), stream.png (the token stream alone),
+round-rejected.png and round-bonus.png (a round with a rejection / with full acceptance
+selected), presentation.png (no controls), then baseline.png and baseline-stream.png (the
+same prompt, target alone), and prints their paths. Your settings are not touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+SIZE = (1920, 1080)
+
+
+def _wait(app: Any, done: Any, timeout_s: float) -> bool:
+    """Process events until ``done()`` or the timeout."""
+    end = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > end:
+            return False
+        app.processEvents()
+        time.sleep(0.01)
+    return True
+
+
+def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str | None = None,
+         target: str | None = None, prompt: str | None = None, k: int = 4,
+         temperature: float = 0.8, max_new_tokens: int = 48, seed: int = 1,
+         timeout_s: float = 600.0) -> list[Path]:
+    """Decode in a MainWindow and grab it; returns the PNG paths."""
+    from PySide6.QtCore import QSettings
+
+    from specviz.gui.app import MainWindow, make_app
+
+    app = make_app()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if tiny and loader is None:
+        from tests.tiny import tiny_pair
+
+        pair = tiny_pair(sharpness=3.0)
+        loader = lambda *args, **kwargs: pair  # noqa: E731
+        prompt = prompt if prompt is not None else "the cat sat on"
+    with tempfile.TemporaryDirectory() as tmp:
+        store = QSettings(str(Path(tmp) / "specviz.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(loader=loader, settings=store, draft=draft, target=target,
+                            prompt=prompt, autoload=False)
+        try:
+            window.resize(*SIZE)
+            window.show()
+            window.k.setValue(k)
+            window.temperature.setValue(temperature)
+            window.max_new.setValue(max_new_tokens)
+            window.seed.setValue(seed)
+            window.run()
+            finished = _wait(app, lambda: window.controller.state == "idle", timeout_s)
+            if not finished:
+                raise TimeoutError(f"the run did not finish within {timeout_s:.0f} s")
+            view = window.run_view
+            _wait(app, lambda: not view.queue, 5.0)
+            time.sleep(view.stream.strike_delay_s)  # let rejected drafts get struck through
+            view.flush()
+            app.processEvents()
+            paths = [_grab(window, out / "run.png", app),
+                     _grab(view.stream, out / "stream.png", app, window)]
+            rounds = view.record.rounds
+            for name, wanted in (("round-rejected.png", "resampled"), ("round-bonus.png", "bonus")):
+                pick = [r for r in rounds if r.extra is not None and r.extra.kind == wanted]
+                if pick:
+                    # The most instructive: a rejection after some accepted drafts.
+                    view.select_round(max(pick, key=lambda r: (r.n_accepted, -r.index)).index)
+                    paths.append(_grab(window, out / name, app))
+            view.select_round(None)
+            window.dock.hide()
+            window.menuBar().hide()
+            app.processEvents()
+            paths.append(_grab(window, out / "presentation.png", app))
+            window.dock.show()
+            window.menuBar().show()
+
+            # The same prompt with the target alone, for the baseline colour and speed.
+            window.baseline.setChecked(True)
+            window.run()
+            if not _wait(app, lambda: window.controller.state == "idle", timeout_s):
+                raise TimeoutError(f"the baseline run did not finish within {timeout_s:.0f} s")
+            _wait(app, lambda: not view.queue, 5.0)
+            paths.append(_grab(window, out / "baseline.png", app))
+            paths.append(_grab(view.stream, out / "baseline-stream.png", app, window))
+            return paths
+        finally:
+            window.close()
+            app.processEvents()
+
+
+def _grab(widget: Any, path: Path, app: Any, window: Any = None) -> Path:
+    """Save a widget (the window, or one view) as a PNG after drawing what is queued."""
+    window = window or widget
+    app.processEvents()
+    window.run_view.flush()
+    app.processEvents()
+    if not widget.grab().save(str(path)):
+        raise OSError(f"could not write {path}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out_dir", nargs="?", default=str(ROOT / "screenshots"))
+    p.add_argument("--tiny", action="store_true", help="tiny random-weight models (no weights)")
+    p.add_argument("--draft", help="draft model (default: the bundled default pair)")
+    p.add_argument("--target", help="target model")
+    p.add_argument("--prompt", help="the prompt")
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args(argv)
+    paths = take(args.out_dir, tiny=args.tiny, draft=args.draft, target=args.target,
+                 prompt=args.prompt, k=args.k, temperature=args.temperature,
+                 max_new_tokens=args.max_new_tokens, seed=args.seed)
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

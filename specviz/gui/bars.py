@@ -1,0 +1,278 @@
+"""p vs q for one round: per draft position the top candidates, the drafted token, the verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QFont, QResizeEvent
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
+
+from .style import (
+    BONUS_COLOR,
+    FATES,
+    MARK_COLOR,
+    P_COLOR,
+    PLOT_POINT_SIZE,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    configure_plots,
+    fmt_prob,
+    token_label,
+)
+
+configure_plots()
+
+N_SHOW = 6  # candidates per panel: enough to see the shape, few enough to read the labels
+AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick font
+PANEL_MIN_WIDTH = 270  # px: the label axis plus bars long enough to compare
+LABEL_CHARS = 10
+TITLE_HEIGHT = 62  # px: three lines of title
+BAR = 0.4  # bar thickness; p above q within a candidate's row
+
+
+@dataclass(frozen=True)
+class Candidate:
+    token_id: int
+    text: str
+    p: float | None  # None when the token is outside the event's top-N of that distribution
+    q: float | None
+
+
+def candidates(d: DraftPosition, n: int = N_SHOW) -> list[Candidate]:
+    """Union of p's and q's top tokens, by p then q, keeping the drafted token in view."""
+    p = dict(zip(d.p_top.ids, d.p_top.probs, strict=True))
+    q = dict(zip(d.q_top.ids, d.q_top.probs, strict=True))
+    text = dict(zip(d.q_top.ids, d.q_top.texts, strict=True))
+    text.update(zip(d.p_top.ids, d.p_top.texts, strict=True))
+    ids = sorted(set(p) | set(q), key=lambda i: (-p.get(i, 0.0), -q.get(i, 0.0), i))[:n]
+    if d.token_id not in ids:
+        ids[-1] = d.token_id
+    p.setdefault(d.token_id, d.p)
+    q.setdefault(d.token_id, d.q)
+    text.setdefault(d.token_id, d.text)
+    return [Candidate(i, text[i], p.get(i), q.get(i)) for i in ids]
+
+
+def top_candidates(dist: TopN, chosen: int, n: int = N_SHOW) -> list[tuple[int, str, float]]:
+    """The first ``n`` entries of a top-N, keeping ``chosen`` in view."""
+    rows = list(zip(dist.ids, dist.texts, dist.probs, strict=True))[:n]
+    if chosen not in [r[0] for r in rows]:
+        extra = [r for r in zip(dist.ids, dist.texts, dist.probs, strict=True) if r[0] == chosen]
+        if extra:
+            rows[-1] = extra[0]
+    return rows
+
+
+def _title_min(label: pg.LabelItem) -> None:
+    """LabelItem.updateMin, keeping the height but not the width of the text."""
+    height = label.itemRect().height()
+    label.setMinimumWidth(0)
+    label.setMinimumHeight(height)
+    label._sizeHint = {  # noqa: SLF001 - LabelItem keeps its hints here
+        Qt.SizeHint.MinimumSize: (0, height),
+        Qt.SizeHint.PreferredSize: (0, height),
+        Qt.SizeHint.MaximumSize: (-1, -1),
+        Qt.SizeHint.MinimumDescent: (0, 0),
+    }
+    label.updateGeometry()
+
+
+class BarPanel:
+    """One plot: horizontal bars, token labels on the left axis; made once, updated in place."""
+
+    def __init__(self, font: QFont) -> None:
+        self.plot = pg.PlotItem()
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.setMouseEnabled(False, False)
+        self.plot.getViewBox().invertY(True)  # most probable candidate on top
+        left = self.plot.getAxis("left")
+        left.setStyle(tickFont=font, tickLength=0)
+        left.setWidth(AXIS_WIDTH)
+        bottom = self.plot.getAxis("bottom")
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.8)
+        bottom.setStyle(tickFont=small)
+        self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=P_COLOR,
+                                      pen=pg.mkPen(None))
+        self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=Q_COLOR,
+                                      pen=pg.mkPen(None))
+        # Outline around the chosen (drafted / resampled / bonus) token's row.
+        self.mark = pg.BarGraphItem(x0=[], y=[], height=0.96, width=[], brush=None,
+                                    pen=pg.mkPen(MARK_COLOR, width=3))
+        for item in (self.p_bars, self.q_bars, self.mark):
+            self.plot.addItem(item)
+        # The title's text width must not set the panel's minimum width (then a row of
+        # panels overflows the view): the grid decides the width, and the titles fit it.
+        self.plot.titleLabel.updateMin = lambda label=self.plot.titleLabel: _title_min(label)
+        self.labels: list[str] = []
+        self.title = ""
+
+    def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
+             title: str, p_color: str = P_COLOR) -> None:
+        """Draw ``p`` (and ``q`` beside it, if given) for the candidates ``rows``."""
+        n = len(rows)
+        ys = list(range(n))
+        if q is None:
+            self.p_bars.setOpts(x0=[0] * n, y=ys, width=p, height=0.7, brush=p_color)
+            self.q_bars.setOpts(x0=[], y=[], width=[])
+        else:
+            self.p_bars.setOpts(x0=[0] * n, y=[y - BAR / 2 for y in ys], width=p, height=BAR,
+                                brush=p_color)
+            self.q_bars.setOpts(x0=[0] * n, y=[y + BAR / 2 for y in ys], width=q, height=BAR)
+        top = max([*p, *(q or []), 0.05])
+        if 0 <= marked < n:
+            self.mark.setOpts(x0=[0], y=[marked], width=[top * 1.08])
+        else:
+            self.mark.setOpts(x0=[], y=[], width=[])
+        self.labels = [("▶ " if i == marked else "") + r for i, r in enumerate(rows)]
+        self.plot.getAxis("left").setTicks([list(enumerate(self.labels)), []])
+        self.plot.setXRange(0, top * 1.1, padding=0)
+        self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
+        self.title = title
+        self.plot.setTitle(title, size=f"{PLOT_POINT_SIZE - 1}pt")
+        # setTitle fixes the title row at 30 px (one line); ours has three.
+        self.plot.titleLabel.setMaximumHeight(TITLE_HEIGHT)
+        self.plot.layout.setRowFixedHeight(0, TITLE_HEIGHT)
+
+
+class RoundBarsView(QWidget):
+    """The current (or selected) round, position by position, as p vs q bar charts."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        font = QFont()
+        font.setPointSize(PLOT_POINT_SIZE)
+        self._font = QFont(font)
+        self._font.setPointSize(PLOT_POINT_SIZE - 1)  # tick labels
+        self.header = QLabel("No round yet: press Run (F5) or Step (F10).")
+        self.header.setWordWrap(True)
+        self.header.setTextFormat(Qt.TextFormat.RichText)
+        header_font = QFont(font)
+        header_font.setPointSize(PLOT_POINT_SIZE + 2)
+        self.header.setFont(header_font)
+        self.key = QLabel(
+            f"<span style='color:{P_COLOR}'>■</span> <b>p</b> target &nbsp; "
+            f"<span style='color:{Q_COLOR}'>■</span> <b>q</b> draft &nbsp; "
+            f"<span style='color:{RESIDUAL_COLOR}'>■</span> residual norm(max(0, p − q)) &nbsp; "
+            f"<span style='color:{MARK_COLOR}'>▶ ▭</span> token taken")
+        self.key.setFont(font)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("w")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.header)
+        layout.addWidget(self.key)
+        layout.addWidget(self.graphics, 1)
+        self.panels: list[BarPanel] = []  # grows to the largest round seen, then reused
+        self._placed: list[tuple[int, int, int]] = []  # (panel, row, col) now in the layout
+        self.round: Round | None = None
+
+    def _panel(self, i: int) -> BarPanel:
+        while len(self.panels) <= i:
+            self.panels.append(BarPanel(self._font))
+        return self.panels[i]
+
+    def visible_panels(self) -> list[BarPanel]:
+        return [self.panels[i] for i, _, _ in self._placed]
+
+    def columns(self, count: int) -> int:
+        """As many columns as fit the width; more panels wrap to further rows."""
+        fit = max(1, int(self.graphics.width()) // PANEL_MIN_WIDTH)
+        return max(1, min(count, fit))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._place(len(self._placed))
+
+    def _place(self, count: int) -> None:
+        """Put the first ``count`` panels in a grid (only when the arrangement changes)."""
+        cols = self.columns(count)
+        if count:
+            self._panel(count - 1)  # make sure every panel exists before sizing them
+        # A lone panel (a baseline round) gets a third of the width, not all of it.
+        lone = max(PANEL_MIN_WIDTH, self.graphics.width() // 3)
+        for panel in self.panels:
+            panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
+        wanted = [(i, i // cols, i % cols) for i in range(count)]
+        if wanted == self._placed:
+            return
+        layout = self.graphics.ci
+        for i, _, _ in self._placed:
+            layout.removeItem(self.panels[i].plot)
+        for i, row, col in wanted:
+            layout.addItem(self._panel(i).plot, row, col)
+        self._placed = wanted
+        # Re-filling the grid shrinks the top item to its size hint; give it the view back.
+        layout.setGeometry(QRectF(self.graphics.viewport().rect()))
+
+    def show_round(self, rnd: Round | None, selected: bool = False) -> None:
+        """Draw one round: a panel per decided draft position, then the extra token's panel."""
+        self.round = rnd
+        if rnd is None:
+            self._place(0)
+            self.header.setText("No round yet: press Run (F5) or Step (F10).")
+            return
+        decided = [d for d in rnd.drafted if d.status != "discarded"]
+        discarded = len(rnd.drafted) - len(decided)
+        count = len(decided) + (rnd.extra is not None)
+        self._place(count)
+        for i, d in enumerate(decided):
+            self._show_draft(self.panels[i], d)
+        if rnd.extra is not None:
+            self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
+        self.header.setText(self._headline(rnd, discarded, selected))
+
+    def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
+        cands = candidates(d)
+        marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
+        verdict = ("<span style='color:#00507D'>✓ accepted</span>" if d.status == "accepted"
+                   else "<span style='color:#A03F00'>✗ rejected</span>")
+        small = f"<span style='font-size:{PLOT_POINT_SIZE - 3}pt'>"
+        title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
+                 f"<b>{verdict}</b><br>"
+                 f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
+                 f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}</span>")
+        panel.show([token_label(c.text, LABEL_CHARS) for c in cands], [c.p or 0.0 for c in cands],
+                   [c.q or 0.0 for c in cands], marked, title)
+
+    def _show_extra(self, panel: BarPanel, e: ExtraToken, position: int) -> None:
+        rows = top_candidates(e.dist_top, e.token_id)
+        marked = next((i for i, r in enumerate(rows) if r[0] == e.token_id), -1)
+        if e.kind == "resampled":
+            color = RESIDUAL_COLOR
+            detail = f"from norm(max(0, p − q))<br>residual {fmt_prob(e.prob)} · p {fmt_prob(e.p)}"
+        elif e.kind == "bonus":
+            color = BONUS_COLOR
+            detail = f"all K kept: one more from p<br>p {fmt_prob(e.p)}"
+        else:
+            color = P_COLOR
+            detail = f"drawn from p<br>p {fmt_prob(e.p)}"
+        fate = FATES[e.kind]
+        title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
+                 f"<b><span style='color:{fate.foreground}'>{fate.label}</span></b><br>"
+                 f"<span style='font-size:{PLOT_POINT_SIZE - 3}pt'>{detail}</span>")
+        labels = [token_label(r[1], LABEL_CHARS) for r in rows]
+        panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
+
+    @staticmethod
+    def _headline(rnd: Round, discarded: int, selected: bool) -> str:
+        which = "selected round" if selected else "round"
+        if rnd.k == 0:
+            return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token."
+        text = f"<b>{which.capitalize()} {rnd.index + 1}</b>: drafted {rnd.k}, " \
+               f"<b>{rnd.n_accepted} accepted</b>"
+        if rnd.extra is not None and rnd.extra.kind == "resampled":
+            text += f", rejected at #{rnd.n_accepted + 1} → resampled “" \
+                    f"{escape(token_label(rnd.extra.text))}”"
+        elif rnd.extra is not None and rnd.extra.kind == "bonus":
+            text += f" → bonus “{escape(token_label(rnd.extra.text))}”"
+        if discarded:
+            text += f" ({discarded} later draft{'s' if discarded > 1 else ''} discarded)"
+        n = len(rnd.appended_ids)
+        return text + f" · {n} token{'s' if n != 1 else ''} added"

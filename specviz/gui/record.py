@@ -1,0 +1,142 @@
+"""RunRecord: what the views need from a stream of events, accumulated per event (no Qt).
+
+It consumes ``specviz.core.events`` objects only, so a live run and a replayed JSON-lines
+recording build the same record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
+
+
+@dataclass
+class SpeedStats:
+    """Throughput figures of the run so far."""
+
+    tokens_per_s: float = 0.0
+    target_calls_per_token: float = 0.0
+    alpha: float = 0.0  # measured acceptance rate
+    cost_ratio: float = 0.0  # c = time of one draft forward / time of one target forward
+    expected_speedup: float = 0.0  # from alpha and c (Leviathan et al., eq. 1 and thm 3.8)
+    measured_speedup: float = 0.0
+    measured_against: str = ""  # "baseline run" or "target-pass estimate"
+
+
+def expected_tokens_per_round(alpha: float, k: int) -> float:
+    """E[tokens per round] = (1 − α^(K+1)) / (1 − α)."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
+    """Walltime improvement (1 − α^(K+1)) / ((1 − α)(Kc + 1)), c = draft/target cost."""
+    return expected_tokens_per_round(alpha, k) / (k * cost_ratio + 1.0)
+
+
+@dataclass
+class RunRecord:
+    """Every event of one run plus running statistics, updated in O(1) per event."""
+
+    events: list[Event] = field(default_factory=list)
+    started: RunStarted | None = None
+    rounds: list[Round] = field(default_factory=list)
+    finished: RunFinished | None = None
+    failed: RunFailed | None = None
+    drafted: int = 0
+    accepted: int = 0
+    cumulative_rate: list[float] = field(default_factory=list)  # after each round
+    round_rate: list[float] = field(default_factory=list)  # n_accepted / k, per round
+    histogram: list[int] = field(default_factory=list)  # rounds with 0..K accepted
+    reached: list[int] = field(default_factory=list)  # per draft position
+    kept: list[int] = field(default_factory=list)
+    token_count: int = 0
+
+    @property
+    def k(self) -> int:
+        return self.started.settings.k if self.started else 0
+
+    @property
+    def speculative(self) -> bool:
+        return self.started is not None and self.started.mode == "speculative"
+
+    def add(self, event: Event) -> None:
+        """Fold one event in."""
+        self.events.append(event)
+        if isinstance(event, RunStarted):
+            self.started = event
+            k = event.settings.k if event.mode == "speculative" else 0
+            self.histogram = [0] * (k + 1)
+            self.reached = [0] * k
+            self.kept = [0] * k
+        elif isinstance(event, Round):
+            self._add_round(event)
+        elif isinstance(event, RunFinished):
+            self.finished = event
+        elif isinstance(event, RunFailed):
+            self.failed = event
+
+    def _add_round(self, rnd: Round) -> None:
+        self.rounds.append(rnd)
+        self.token_count = rnd.n_generated
+        if rnd.k == 0:
+            return
+        self.drafted += rnd.k
+        self.accepted += rnd.n_accepted
+        self.cumulative_rate.append(self.accepted / self.drafted)
+        self.round_rate.append(rnd.n_accepted / rnd.k)
+        if rnd.n_accepted >= len(self.histogram):  # a recording with a larger K than announced
+            self.histogram.extend([0] * (rnd.n_accepted + 1 - len(self.histogram)))
+        self.histogram[rnd.n_accepted] += 1
+        for d in rnd.drafted:
+            if d.status == "discarded":
+                continue
+            while d.index >= len(self.reached):
+                self.reached.append(0)
+                self.kept.append(0)
+            self.reached[d.index] += 1
+            self.kept[d.index] += d.status == "accepted"
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    def acceptance_by_position(self) -> list[float]:
+        """P(accepted | position reached), per draft position (0 where never reached)."""
+        return [k / r if r else 0.0 for k, r in zip(self.kept, self.reached, strict=True)]
+
+    def speed(self, baseline_tokens_per_s: float | None = None) -> SpeedStats:
+        """Throughput and speedup so far; ``baseline_tokens_per_s`` from a target-alone run."""
+        stats = SpeedStats()
+        if not self.rounds:
+            return stats
+        last = self.rounds[-1]
+        n = last.n_generated
+        elapsed = self.finished.summary.wall_time_s if self.finished else last.elapsed_s
+        stats.tokens_per_s = n / elapsed if elapsed > 0 else 0.0
+        stats.target_calls_per_token = last.target_calls / n if n else 0.0
+        verify = sum(r.verify_time_s for r in self.rounds)
+        draft = sum(r.draft_time_s for r in self.rounds)
+        t_target = verify / last.target_calls if last.target_calls else 0.0
+        t_draft = draft / last.draft_calls if last.draft_calls else 0.0
+        if not self.speculative:
+            stats.expected_speedup = 1.0
+            stats.measured_speedup = 1.0
+            stats.measured_against = "baseline run"
+            return stats
+        stats.alpha = self.acceptance_rate
+        stats.cost_ratio = t_draft / t_target if t_target > 0 else 0.0
+        stats.expected_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
+        if baseline_tokens_per_s:
+            stats.measured_speedup = stats.tokens_per_s / baseline_tokens_per_s
+            stats.measured_against = "baseline run"
+        elif t_target > 0 and elapsed > 0:
+            # Without a baseline run, one target pass per token is what the target alone costs.
+            stats.measured_speedup = n * t_target / elapsed
+            stats.measured_against = "target-pass estimate"
+        if not math.isfinite(stats.measured_speedup):
+            stats.measured_speedup = 0.0
+        return stats

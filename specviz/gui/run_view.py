@@ -1,0 +1,262 @@
+"""RunView: every view of a run, fed by one entry point, ``apply(event)``, drawn on a timer.
+
+Live runs, replays of JSON-lines recordings and tests all drive it the same way: with
+``specviz.core.events`` objects, never with the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from html import escape
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QShowEvent
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
+
+from .bars import RoundBarsView
+from .record import RunRecord
+from .stats import AcceptanceView, SpeedView
+from .stream import TokenStreamView
+from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
+
+FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
+
+STOP_REASONS = {
+    "eos": "the model ended its answer (EOS)",
+    "max_new_tokens": "reached max new tokens",
+    "stopped": "stopped",
+    "context": "reached the model's context length",
+    "error": "failed",
+}
+
+
+def legend_html() -> str:
+    """The legend: each fate drawn exactly as in the stream (colour and decoration)."""
+    parts = []
+    for kind in STREAM_KINDS:
+        f = FATES[kind]
+        deco = []
+        if f.strike:
+            deco.append("line-through")
+        if f.underline:
+            deco.append("underline")
+        if f.overline:
+            deco.append("overline")
+        style = (f"color:{f.foreground}; background:{f.background}; "
+                 f"font-weight:{'900' if f.bold else '700'}; "
+                 f"{'font-style:italic;' if f.italic else ''}"
+                 f"text-decoration:{' '.join(deco) or 'none'}")
+        parts.append(f"<span style='{style}'>&nbsp;{f.label}&nbsp;</span>")
+    return ("&nbsp;&nbsp;".join(parts)
+            + "&nbsp;&nbsp;&nbsp;<span style='color:#333'><b>p</b> = target, "
+              "<b>q</b> = draft</span>")
+
+
+class RunView(QWidget):
+    """Token stream, p-vs-q bars, acceptance plots and speed numbers for one run."""
+
+    round_selected = Signal(object)  # int, or None when following the live round
+
+    def __init__(self, parent: QWidget | None = None, frame_ms: int = FRAME_MS) -> None:
+        super().__init__(parent)
+        self.record = RunRecord()
+        self.queue: deque[Event] = deque()
+        self.selected: int | None = None  # a round the user clicked; None follows the latest
+        self.baseline_tokens_per_s: dict[tuple[str, str], float] = {}
+        self._dirty = False
+
+        ui_font = QFont()
+        ui_font.setPointSize(UI_POINT_SIZE)
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setStyleSheet("QLabel { background: #FBE3D3; color: #5A1E00; "
+                                  "border: 3px solid #D55E00; padding: 8px; font-size: 15pt; }")
+        self.banner_close = QToolButton()
+        self.banner_close.setText("✕")
+        self.banner_close.setToolTip("Dismiss")
+        self.banner_close.clicked.connect(self.clear_error)
+        banner_row = QHBoxLayout()
+        banner_row.addWidget(self.banner, 1)
+        banner_row.addWidget(self.banner_close)
+        self.banner.hide()
+        self.banner_close.hide()
+
+        self.legend = QLabel(legend_html())
+        legend_font = QFont()
+        legend_font.setPointSize(UI_POINT_SIZE + 3)
+        legend_font.setBold(True)
+        self.legend.setFont(legend_font)
+        self.info = QLabel("Loading the models… the window works meanwhile.")
+        self.info.setFont(ui_font)
+        self.follow_button = QPushButton("Follow live round")
+        self.follow_button.setFont(ui_font)
+        self.follow_button.setToolTip("Show the newest round again (click a token to pick one)")
+        self.follow_button.clicked.connect(lambda: self.select_round(None))
+        self.follow_button.setEnabled(False)
+        info_row = QHBoxLayout()
+        info_row.addWidget(self.info, 1)
+        info_row.addWidget(self.follow_button)
+
+        self.stream = TokenStreamView()
+        self.stream.round_clicked.connect(self._on_round_clicked)
+        self.bars = RoundBarsView()
+        self.acceptance = AcceptanceView()
+        self.speed = SpeedView()
+
+        # Top: the text (widest, it is what the audience reads) beside the numbers and plots.
+        # Bottom: the round's p-vs-q panels across the full width, one column per position.
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        side_layout.addWidget(self.speed)
+        side_layout.addWidget(self.acceptance, 1)
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(self.stream)
+        top.addWidget(side)
+        main = QSplitter(Qt.Orientation.Vertical)
+        main.addWidget(top)
+        main.addWidget(self.bars)
+        self.splitters = (top, main)
+        self._sized = False
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(banner_row)
+        layout.addWidget(self.legend)
+        layout.addLayout(info_row)
+        layout.addWidget(main, 1)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(frame_ms)
+        self.timer.timeout.connect(self._on_timeout)
+        self.timer.start()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._sized:  # proportions once; the user may drag the splitters after
+            self._sized = True
+            top, main = self.splitters
+            top.setSizes([56 * top.width() // 100, 44 * top.width() // 100])
+            main.setSizes([50 * main.height() // 100, 50 * main.height() // 100])
+
+    # -- the one entry point --------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        """Queue an event; the next frame draws it (cheap: safe to call per token)."""
+        self.queue.append(event)
+
+    def flush(self, now: float | None = None) -> None:
+        """Fold queued events into the record and redraw what changed (the frame's work)."""
+        now = time.monotonic() if now is None else now
+        rounds: list[Round] = []
+        while self.queue:
+            event = self.queue.popleft()
+            if isinstance(event, RunStarted):
+                self.stream.add_rounds(rounds, now)  # rounds of a previous run, if any
+                rounds = []
+                self._begin(event)
+            self.record.add(event)
+            if isinstance(event, Round):
+                rounds.append(event)
+            elif isinstance(event, RunFinished):
+                self._finish(event)
+            elif isinstance(event, RunFailed):
+                self.show_error(event.message, event.kind)
+            self._dirty = True
+        self.stream.add_rounds(rounds, now)  # also strikes rejected drafts that are due
+        if self._dirty:
+            self._dirty = False
+            self._redraw()
+
+    def _on_timeout(self) -> None:
+        self.flush()
+
+    # -- state changes ----------------------------------------------------------------------
+
+    def _begin(self, started: RunStarted) -> None:
+        self.record = RunRecord()
+        self.selected = None
+        self.follow_button.setEnabled(False)
+        self.clear_error()
+        self.stream.begin(started)
+
+    def _finish(self, finished: RunFinished) -> None:
+        started = self.record.started
+        if started is not None and started.mode == "baseline":
+            key = (started.pair.target, started.pair.device)
+            self.baseline_tokens_per_s[key] = finished.summary.tokens_per_s
+
+    def show_error(self, message: str, kind: str = "error") -> None:
+        """A clear message above the views; what was generated stays on screen."""
+        title = {"oom": "Out of memory", "load": "Could not load the models",
+                 "tokenizer": "Incompatible tokenizers", "input": "Check the settings",
+                 "decoder": "The decoder failed"}.get(kind, "Error")
+        self.banner.setText(f"<b>{title}.</b> {escape(message)}")
+        self.banner.show()
+        self.banner_close.show()
+
+    def clear_error(self) -> None:
+        self.banner.hide()
+        self.banner_close.hide()
+        self.banner.clear()
+
+    def select_round(self, index: int | None) -> None:
+        """Show a past round in the bars (None: follow the newest)."""
+        if index is not None and not 0 <= index < len(self.record.rounds):
+            return
+        self.selected = index
+        self.follow_button.setEnabled(index is not None)
+        self.round_selected.emit(index)
+        self._redraw()
+
+    def _on_round_clicked(self, index: int) -> None:
+        self.select_round(index)
+
+    # -- drawing ------------------------------------------------------------------------------
+
+    def shown_round(self) -> Round | None:
+        rounds = self.record.rounds
+        if self.selected is not None and self.selected < len(rounds):
+            return rounds[self.selected]
+        return rounds[-1] if rounds else None
+
+    def _redraw(self) -> None:
+        rec = self.record
+        self.bars.show_round(self.shown_round(), selected=self.selected is not None)
+        self.acceptance.update_from(rec, self.selected)
+        baseline = None
+        if rec.started is not None:
+            baseline = self.baseline_tokens_per_s.get((rec.started.pair.target,
+                                                       rec.started.pair.device))
+        self.speed.update_from(rec.speed(baseline), rec.speculative)
+        self.info.setText(self.info_text())
+
+    def info_text(self) -> str:
+        """One line: pair, mode, settings, progress."""
+        rec = self.record
+        if rec.started is None:
+            return self.info.text()
+        s, pair = rec.started.settings, rec.started.pair
+        who = f"{pair.draft} → {pair.target}" if rec.speculative and pair.draft else \
+            f"{pair.target} alone"
+        temp = "greedy" if s.temperature == 0 else f"T={s.temperature:g}"
+        parts = [who, f"K={s.k}" if rec.speculative else "baseline", temp, f"seed {s.seed}",
+                 f"{len(rec.rounds)} rounds", f"{rec.token_count} tokens"]
+        if rec.finished is not None:
+            parts.append("done: " + STOP_REASONS.get(rec.finished.stop_reason,
+                                                     rec.finished.stop_reason))
+        elif rec.failed is not None:
+            parts.append("failed")
+        return " · ".join(parts)

@@ -1,0 +1,247 @@
+"""The token stream: prompt, then each token coloured by its fate; hover explains, click selects."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+from html import escape
+
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtGui import QHelpEvent, QMouseEvent, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
+
+from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
+
+from .style import (
+    FATES,
+    char_format,
+    fmt_prob,
+    inline_rejected,
+    special_marker,
+    token_label,
+    with_newline_marks,
+)
+
+
+@dataclass(frozen=True)
+class TokenSpan:
+    """One token as drawn: where it sits in the document and why it is there."""
+
+    start: int
+    end: int
+    kind: str  # accepted / rejected / resampled / bonus / target
+    round_index: int
+    position: int  # position within the round (draft index, or n_accepted for the extra)
+    token_number: int | None  # index in the generated output (None for rejected drafts)
+    text: str
+    draft: DraftPosition | None
+    extra: ExtraToken | None
+
+
+class TokenStreamView(QTextEdit):
+    """Append-only rich text: a round adds a few fragments, the document is never rebuilt."""
+
+    round_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None, strike_delay_s: float = 0.45) -> None:
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)  # undo history would grow with every token
+        self.setMouseTracking(True)
+        self.viewport().setMouseTracking(True)
+        self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
+        self.document().setDocumentMargin(14)
+        self.setPlaceholderText("The prompt and every generated token appear here. "
+                                "Hover a token for its numbers; click it to see its round.")
+        self.strike_delay_s = strike_delay_s
+        self.spans: list[TokenSpan] = []
+        self._starts: list[int] = []
+        self._pending_strikes: list[tuple[float, TokenSpan]] = []
+        self._formats = {kind: char_format(kind) for kind in FATES}
+        # A rejected draft first appears unstruck, so the audience reads the guess.
+        self._formats["rejected_pending"] = fmt = char_format("rejected")
+        fmt.setFontStrikeOut(False)
+        self._cursor = QTextCursor(self.document())
+
+    # -- building ---------------------------------------------------------------------------
+
+    def clear_run(self) -> None:
+        """Forget everything (a new run starts)."""
+        self.document().clear()
+        self.spans.clear()
+        self._starts.clear()
+        self._pending_strikes.clear()
+        self._cursor = QTextCursor(self.document())
+
+    def begin(self, started: RunStarted) -> None:
+        """Show the prompt."""
+        self.clear_run()
+        prompt_fmt = QTextCharFormat(self._formats["prompt"])
+        prompt_fmt.setFontPointSize(prompt_fmt.fontPointSize() * 0.8)  # context, not content
+        self._cursor.insertText(started.prompt, prompt_fmt)
+
+    def add_rounds(self, rounds: list[Round], now: float | None = None) -> None:
+        """Append the tokens of several rounds, and strike what is due, in one edit block.
+
+        One edit block means one re-layout of the last paragraph per frame, however many
+        tokens arrived: the cost of a frame does not grow with the number of tokens in it.
+        """
+        now = time.monotonic() if now is None else now
+        due = self._due_strikes(now)
+        if not rounds and not due:
+            return
+        bar = self.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        self._cursor.beginEditBlock()
+        self._strike(due)
+        for rnd in rounds:
+            self._add_round(rnd, now)
+        self._cursor.endEditBlock()
+        if at_bottom:  # follow the text unless the user scrolled up to read
+            bar.setValue(bar.maximum())
+
+    def _add_round(self, rnd: Round, now: float) -> None:
+        kept = len(rnd.appended_ids)
+        first = rnd.n_generated - kept  # index in the output of this round's first token
+        for d in rnd.drafted:
+            if d.status == "accepted" and d.index < kept:
+                self._insert(special_marker(rnd.appended_texts[d.index], d.text), "accepted",
+                             rnd, d.index,
+                             first + d.index, d, None)
+            elif d.status == "rejected":
+                span = self._insert(inline_rejected(d.text), "rejected", rnd, d.index, None, d,
+                                    None, fmt_key="rejected_pending")
+                if span is not None:
+                    self._pending_strikes.append((now + self.strike_delay_s, span))
+        extra = rnd.extra
+        if extra is not None and kept > rnd.n_accepted:
+            i = rnd.n_accepted
+            draft = rnd.drafted[i] if i < len(rnd.drafted) else None
+            self._insert(special_marker(rnd.appended_texts[i], extra.text), extra.kind, rnd, i,
+                         first + i, draft, extra)
+
+    def _insert(self, text: str, kind: str, rnd: Round, position: int, number: int | None,
+                draft: DraftPosition | None, extra: ExtraToken | None,
+                fmt_key: str | None = None) -> TokenSpan | None:
+        if not text:  # the first half of a split character: it shows with the next token
+            return None
+        if kind != "rejected":
+            text = with_newline_marks(text)
+        self._cursor.movePosition(QTextCursor.MoveOperation.End)
+        start = self._cursor.position()
+        fmt = QTextCharFormat(self._formats[fmt_key or kind])
+        self._cursor.insertText(text, fmt)
+        span = TokenSpan(start, self._cursor.position(), kind, rnd.index, position, number,
+                         text, draft, extra)
+        self.spans.append(span)
+        self._starts.append(start)
+        return span
+
+    def apply_strikes(self, now: float | None = None) -> int:
+        """Strike through rejected drafts whose moment has come; returns how many."""
+        due = self._due_strikes(time.monotonic() if now is None else now)
+        if due:
+            self._cursor.beginEditBlock()
+            self._strike(due)
+            self._cursor.endEditBlock()
+        return len(due)
+
+    def _due_strikes(self, now: float) -> list[TokenSpan]:
+        if not self._pending_strikes:
+            return []
+        due = [s for t, s in self._pending_strikes if t <= now]
+        self._pending_strikes = [(t, s) for t, s in self._pending_strikes if t > now]
+        return due
+
+    def _strike(self, spans: list[TokenSpan]) -> None:
+        cursor = self._cursor
+        for span in spans:
+            cursor.setPosition(span.start)
+            cursor.setPosition(span.end, QTextCursor.MoveMode.KeepAnchor)
+            cursor.setCharFormat(self._formats["rejected"])
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+
+    # -- reading back -------------------------------------------------------------------------
+
+    def span_at(self, pos: int) -> TokenSpan | None:
+        """The token drawn at document position ``pos`` (None for the prompt or nothing)."""
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i < 0:
+            return None
+        span = self.spans[i]
+        return span if span.start <= pos < span.end else None
+
+    def span_at_point(self, point: QPoint) -> TokenSpan | None:
+        """The token under a viewport point."""
+        cursor = self.cursorForPosition(point)
+        pos = cursor.position()
+        # cursorForPosition rounds to the nearest gap; the character is on one side of it.
+        rect = self.cursorRect(cursor)
+        if point.x() < rect.x() and pos > 0:
+            pos -= 1
+        return self.span_at(pos)
+
+    def format_at(self, pos: int) -> QTextCharFormat:
+        """The character format of the character at ``pos``."""
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(pos + 1)
+        return cursor.charFormat()
+
+    @staticmethod
+    def describe(span: TokenSpan) -> str:
+        """Tooltip HTML: round, position, p(x), q(x), min(1, p/q), r and the decision."""
+        fate = FATES[span.kind]
+        where = f"round {span.round_index + 1}"
+        lines = [f"<b>{escape(token_label(span.text, 40))}</b> — "
+                 f"<span style='color:{fate.foreground}'><b>{fate.label}</b></span>"]
+        if span.draft is not None and span.kind in ("accepted", "rejected"):
+            d = span.draft
+            out = f", output token {span.token_number + 1}" if span.token_number is not None else ""
+            lines.append(f"{where}, draft position {d.index + 1}{out}")
+            lines.append(f"p(x) = {fmt_prob(d.p)} &nbsp; q(x) = {fmt_prob(d.q)}")
+            verdict = "r &lt; min(1, p/q): accept" if d.status == "accepted" else \
+                "r ≥ min(1, p/q): reject, resample from norm(max(0, p − q))"
+            lines.append(f"min(1, p/q) = {fmt_prob(d.ratio)} &nbsp; r = {fmt_prob(d.r)}")
+            lines.append(verdict)
+        elif span.extra is not None:
+            e = span.extra
+            out = f", output token {span.token_number + 1}" if span.token_number is not None else ""
+            lines.append(f"{where}, position {span.position + 1}{out}")
+            if e.kind == "resampled":
+                lines.append(f"drawn from norm(max(0, p − q)): {fmt_prob(e.prob)}")
+                lines.append(f"p(x) = {fmt_prob(e.p)}")
+                if span.draft is not None:
+                    guess = escape(token_label(span.draft.text))
+                    lines.append(f"replaces the rejected draft “{guess}”")
+            elif e.kind == "bonus":
+                lines.append(f"all drafts accepted: drawn from p, p(x) = {fmt_prob(e.p)}")
+            else:
+                lines.append(f"target alone: drawn from p, p(x) = {fmt_prob(e.p)}")
+        return "<br>".join(lines)
+
+    # -- Qt events ------------------------------------------------------------------------------
+
+    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.ToolTip:
+            assert isinstance(event, QHelpEvent)
+            span = self.span_at_point(event.pos())
+            if span is None:
+                QToolTip.hideText()
+            else:
+                QToolTip.showText(event.globalPos(), self.describe(span), self.viewport())
+            return True
+        return super().viewportEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        over = self.span_at_point(event.position().toPoint()) is not None
+        self.viewport().setCursor(Qt.CursorShape.PointingHandCursor if over
+                                  else Qt.CursorShape.IBeamCursor)
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        super().mouseReleaseEvent(event)
+        if event.button() == Qt.MouseButton.LeftButton and not self.textCursor().hasSelection():
+            span = self.span_at_point(event.position().toPoint())
+            if span is not None:
+                self.round_clicked.emit(span.round_index)

@@ -1,0 +1,214 @@
+"""The main window end to end, with tiny models: run, step, errors, settings, replay, closing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from specviz.core.errors import TokenizerMismatchError
+from specviz.core.events import Round, RunFinished, to_json
+from specviz.gui.app import CUSTOM, MainWindow, build_parser
+from tests.gui.scripted import speculative_events
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+@pytest.fixture
+def make_window(qtbot, settings_store):
+    """Windows on an isolated settings file; closed (thread ended) after the test."""
+    made: list[MainWindow] = []
+
+    def make(loader, store: QSettings | None = None, **kwargs) -> MainWindow:
+        window = MainWindow(loader=loader, settings=store or settings_store, autoload=False,
+                            **kwargs)
+        qtbot.addWidget(window)
+        window._set_preset(CUSTOM)
+        window.draft_edit.setText("tiny-draft")
+        window.target_edit.setText("tiny-target")
+        window.device.setCurrentText("cpu")
+        window.max_new.setValue(12)
+        window.prompt.setPlainText("the cat")
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.close()
+        assert window.controller.decoder_thread.isFinished()
+
+
+def wait_idle(qtbot, window: MainWindow) -> None:
+    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=30000)
+    window.run_view.flush()
+
+
+def test_run_fills_every_view(qtbot, make_window, tiny_pair) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.actions_by_name["run"].trigger()
+    assert window.controller.state == "running"
+    wait_idle(qtbot, window)
+    view = window.run_view
+    assert isinstance(view.record.events[-1], RunFinished)
+    assert view.stream.spans and view.stream.toPlainText().startswith("the cat")
+    assert view.bars.visible_panels()
+    assert len(view.acceptance.cumulative_line.getData()[0]) == len(view.record.rounds)
+    assert view.speed.values["tokens_per_s"].text() != "—"
+    assert not view.banner.text()
+
+
+def test_step_from_idle_runs_one_round_and_holds(qtbot, make_window, tiny_pair) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.step()
+    job = window.controller.current
+    qtbot.waitUntil(lambda: job.control.holding, timeout=30000)
+    qtbot.wait(50)
+    window.run_view.flush()
+    assert len(window.run_view.record.rounds) == 1
+    assert window.controller.state == "paused" and "Resume" in window.pause_button.text()
+    window.step()
+    qtbot.waitUntil(lambda: len(window.run_view.record.rounds) == 2 or window.run_view.flush(),
+                    timeout=10000)
+    window.toggle_pause()  # resume to the end
+    wait_idle(qtbot, window)
+    assert window.run_view.record.finished is not None
+
+
+def test_errors_reach_the_window_and_the_next_run_works(qtbot, make_window, tiny_pair) -> None:
+    fail = {"now": True}
+
+    def loader(*args, **kwargs):
+        if fail["now"]:
+            raise TokenizerMismatchError("Draft 'a' and target 'b' use different tokenizers.")
+        return tiny_pair
+
+    window = make_window(loader)
+    window.run()
+    wait_idle(qtbot, window)
+    assert "Incompatible tokenizers" in window.run_view.banner.text()
+    assert "different tokenizers" in window.status_label.text()
+    fail["now"] = False
+    window.run()
+    wait_idle(qtbot, window)
+    assert window.run_view.record.finished is not None
+    assert window.run_view.banner.text() == ""
+
+
+def test_decoder_crash_keeps_the_text(qtbot, make_window, tiny_pair, monkeypatch) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    real = tiny_pair.target.forward
+    calls = {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_pair.target, "forward", flaky)
+    window.max_new.setValue(40)
+    window.run()
+    wait_idle(qtbot, window)
+    view = window.run_view
+    assert "device-side assert" in view.banner.text()
+    assert len(view.record.rounds) == 2 and len(view.stream.spans) >= 2  # nothing is lost
+
+
+def test_settings_persist_between_launches(qtbot, make_window, tiny_pair, settings_store) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.k.setValue(7)
+    window.temperature.setValue(0.0)
+    window.top_k.setValue(20)
+    window.top_p.setValue(0.9)
+    window.seed.setValue(-1)
+    window.baseline.setChecked(True)
+    window.prompt.setPlainText("第一行\nsecond line")
+    window.close()
+    again = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
+    qtbot.addWidget(again)
+    try:
+        assert again.k.value() == 7 and again.temperature.value() == 0.0
+        assert again.top_k.value() == 20 and again.top_p.value() == pytest.approx(0.9)
+        assert again.sampling().seed is None  # "random"
+        assert again.baseline.isChecked()
+        assert again.prompt.toPlainText() == "第一行\nsecond line"
+        assert again.preset.currentText() == CUSTOM
+        assert again.draft_edit.text() == "tiny-draft" and again.device.currentText() == "cpu"
+    finally:
+        again.close()
+
+
+def test_shortcuts_are_bound() -> None:
+    from specviz.gui.app import SHORTCUTS
+
+    assert set(SHORTCUTS) == {"run", "stop", "pause", "step"}
+    assert all(keys for keys, _ in SHORTCUTS.values())
+
+
+def test_actions_have_their_shortcuts(make_window, tiny_pair) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    shortcuts = {n: [s.toString() for s in a.shortcuts()]
+                 for n, a in window.actions_by_name.items()}
+    assert "F5" in shortcuts["run"] and "F10" in shortcuts["step"]
+    assert "F6" in shortcuts["pause"] and "Shift+F5" in shortcuts["stop"]
+
+
+def test_baseline_run_then_speculative_measures_speedup(qtbot, make_window, tiny_pair) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.baseline.setChecked(True)
+    window.run()
+    wait_idle(qtbot, window)
+    assert {s.kind for s in window.run_view.stream.spans} == {"target"}
+    window.baseline.setChecked(False)
+    window.run()
+    wait_idle(qtbot, window)
+    assert "baseline run" in window.run_view.speed.names["measured_speedup"].text()
+    assert window.controller.worker.load_count == 1  # same pair: loaded once
+
+
+def test_closing_mid_run_exits_cleanly(qtbot, make_window, endless_pair) -> None:
+    window = make_window(lambda *a, **k: endless_pair)
+    window.max_new.setValue(5000)
+    window.run()
+    qtbot.waitUntil(lambda: window.run_view.flush() or len(window.run_view.record.rounds) > 1,
+                    timeout=30000)
+    window.close()
+    assert window.controller.decoder_thread.isFinished()
+
+
+def test_replay_a_recording(qtbot, make_window, tiny_pair, tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(to_json(e) for e in speculative_events()) + "\n", encoding="utf-8")
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.replayer.timer.setInterval(1)
+    with qtbot.waitSignal(window.replayer.finished, timeout=10000):
+        window.open_recording(str(path))
+    window.run_view.flush()
+    record = window.run_view.record
+    assert len(record.rounds) == 4 and isinstance(record.events[-1], RunFinished)
+    saved = tmp_path / "saved.jsonl"
+    window.save_recording(str(saved))
+    assert saved.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+
+
+def test_bad_recording_shows_an_error(make_window, tiny_pair, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text("{not json\n", encoding="utf-8")
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.open_recording(str(path))
+    assert "Could not read" in window.run_view.banner.text()
+
+
+def test_command_line_options() -> None:
+    args = build_parser().parse_args(["--draft", "d", "--target", "t", "--device", "cpu"])
+    assert (args.draft, args.target, args.device) == ("d", "t", "cpu")
+
+
+def test_rounds_are_small_cpu_payloads(qtbot, make_window, tiny_pair) -> None:
+    window = make_window(lambda *a, **k: tiny_pair)
+    window.run()
+    wait_idle(qtbot, window)
+    rnd = next(e for e in window.run_view.record.events if isinstance(e, Round))
+    # Only plain Python numbers and strings cross the thread: no tensors.
+    assert all(isinstance(x, float) for d in rnd.drafted for x in (d.p, d.q, *d.p_top.probs))

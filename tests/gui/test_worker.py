@@ -1,0 +1,176 @@
+"""The decoding worker on its thread: event order, Stop, Pause/Step, errors, no needless reloads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+from specviz.core.errors import ModelLoadError
+from specviz.core.events import Round, RunFailed, RunFinished, RunStarted, Settings
+from specviz.gui.worker import PairSpec, RunControl
+
+SPEC = PairSpec("tiny-draft", "tiny-target", "cpu")
+
+
+def test_events_arrive_in_order(qtbot, tiny_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: tiny_pair)
+    w = controller
+    with qtbot.waitSignals([w.started, w.loaded, w.finished], order="strict", timeout=20000):
+        controller.start(SPEC, Settings(k=3, max_new_tokens=12, seed=1), "the cat")
+    assert isinstance(got.events[0], RunStarted)
+    assert isinstance(got.events[-1], RunFinished)
+    rounds = got.of_type(Round)
+    assert rounds and all(isinstance(e, Round) for e in got.events[1:-1])
+    assert [r.index for r in rounds] == list(range(len(rounds)))
+    assert rounds[-1].n_generated == len(got.events[-1].generated_ids)
+    assert controller.state == "idle" and not got.failures
+
+
+def test_stop_takes_effect_within_one_round(qtbot, endless_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: endless_pair)
+    job_holder: list = []
+
+    def stop_at_third(event: object) -> None:
+        # Runs on the worker thread, right after round 3 is emitted.
+        if isinstance(event, Round) and event.index == 2:
+            job_holder[0].control.stop()
+
+    controller.worker.yielded.connect(stop_at_third, Qt.ConnectionType.DirectConnection)
+    with qtbot.waitSignal(controller.finished, timeout=20000):
+        job_holder.append(controller.start(SPEC, Settings(k=2, max_new_tokens=500), "the"))
+    assert len(got.of_type(Round)) == 3
+    finished = got.of_type(RunFinished)
+    assert len(finished) == 1 and finished[0].stop_reason == "stopped"
+
+
+def test_pause_then_step_runs_exactly_one_round(qtbot, endless_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: endless_pair)
+    job = controller.start(SPEC, Settings(k=2, max_new_tokens=50), "the", paused=True)
+    qtbot.waitUntil(lambda: job.control.holding, timeout=20000)  # blocked before round 1
+    qtbot.wait(50)  # let any (wrongly) emitted round arrive
+    assert [type(e) for e in got.events] == [RunStarted]
+    for n in (1, 2):
+        assert controller.step()
+        qtbot.waitUntil(lambda n=n: len(got.of_type(Round)) == n, timeout=5000)
+        qtbot.waitUntil(lambda: job.control.holding, timeout=5000)
+        qtbot.wait(50)
+        assert len(got.of_type(Round)) == n  # exactly one round per step
+    with qtbot.waitSignal(controller.finished, timeout=20000):
+        controller.resume()
+    assert got.of_type(RunFinished)[0].stop_reason == "max_new_tokens"
+    assert got.of_type(Round)[-1].n_generated == 50
+
+
+def test_stop_while_paused_finishes_the_run(qtbot, endless_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: endless_pair)
+    controller.start(SPEC, Settings(k=2, max_new_tokens=50), "the", paused=True, steps=1)
+    qtbot.waitUntil(lambda: len(got.of_type(Round)) == 1, timeout=20000)
+    with qtbot.waitSignal(controller.finished, timeout=5000):
+        controller.stop()
+    assert len(got.of_type(Round)) == 1
+    assert got.of_type(RunFinished)[0].stop_reason == "stopped"
+
+
+def test_step_while_running_pauses(qtbot, endless_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: endless_pair)
+    job = controller.start(SPEC, Settings(k=1, max_new_tokens=2000), "the")
+    qtbot.waitUntil(lambda: len(got.of_type(Round)) >= 2, timeout=20000)
+    controller.step()
+    assert controller.state == "paused"
+    qtbot.waitUntil(lambda: job.control.holding, timeout=5000)
+    qtbot.wait(50)
+    count = len(got.of_type(Round))
+    qtbot.wait(100)
+    assert len(got.of_type(Round)) == count and not got.of_type(RunFinished)
+    controller.step()
+    qtbot.waitUntil(lambda: len(got.of_type(Round)) == count + 1, timeout=5000)
+
+
+def test_new_run_reuses_the_pair_and_reloads_when_it_changes(qtbot, tiny_pair,
+                                                             make_controller) -> None:
+    calls: list[tuple] = []
+
+    def loader(draft, target, device, dtype, progress=None):
+        calls.append((draft, target, device))
+        progress("loading weights")
+        return tiny_pair
+
+    controller, got = make_controller(loader)
+    settings = Settings(k=2, max_new_tokens=4)
+    for spec in (SPEC, SPEC, PairSpec("tiny-draft", "tiny-target", "auto")):
+        with qtbot.waitSignal(controller.finished, timeout=20000):
+            controller.start(spec, settings, "the")
+    assert calls == [("tiny-draft", "tiny-target", "cpu"), ("tiny-draft", "tiny-target", "auto")]
+    assert len(got.of_type(RunFinished)) == 3
+
+
+def test_load_failure_is_reported_and_the_next_run_works(qtbot, tiny_pair,
+                                                         make_controller) -> None:
+    broken = {"yes": True}
+
+    def loader(*args, **kwargs):
+        if broken["yes"]:
+            raise ModelLoadError("Could not load 'nope/nope': not in the local cache.")
+        return tiny_pair
+
+    controller, got = make_controller(loader)
+    with qtbot.waitSignal(controller.failed, timeout=20000) as blocker:
+        controller.start(SPEC, Settings(max_new_tokens=4), "the")
+    failure = blocker.args[0]
+    assert isinstance(failure, RunFailed) and failure.kind == "load"
+    assert "nope/nope" in failure.message
+    qtbot.waitUntil(lambda: controller.state == "idle", timeout=5000)
+    broken["yes"] = False
+    with qtbot.waitSignal(controller.finished, timeout=20000):
+        controller.start(SPEC, Settings(max_new_tokens=4), "the")
+    assert len(got.of_type(RunFinished)) == 1
+
+
+@pytest.mark.parametrize(("exc", "kind"), [(RuntimeError("kaboom"), "decoder"),
+                                           (torch.OutOfMemoryError("CUDA out of memory"), "oom")])
+def test_exception_inside_the_decoder_is_reported(qtbot, tiny_pair, make_controller,
+                                                  monkeypatch, exc, kind) -> None:
+    controller, got = make_controller(lambda *a, **k: tiny_pair)
+    real_forward = tiny_pair.target.forward
+    calls = {"n": 0}
+
+    def flaky_forward(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the third verify pass breaks, after two good rounds
+            raise exc
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_pair.target, "forward", flaky_forward)
+    with qtbot.waitSignal(controller.finished, timeout=20000):
+        controller.start(SPEC, Settings(k=2, max_new_tokens=40, seed=3), "the")
+    assert len(got.of_type(Round)) == 2 and not got.of_type(RunFinished)
+    assert len(got.failures) == 1 and got.failures[0].kind == kind
+    monkeypatch.setattr(tiny_pair.target, "forward", real_forward)
+    with qtbot.waitSignal(controller.finished, timeout=20000):
+        controller.start(SPEC, Settings(k=2, max_new_tokens=5), "the")
+    assert len(got.of_type(RunFinished)) == 1 and len(got.failures) == 1
+
+
+def test_bad_settings_fail_cleanly(qtbot, tiny_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: tiny_pair)
+    with qtbot.waitSignal(controller.failed, timeout=20000) as blocker:
+        controller.start(SPEC, Settings(k=0), "the")
+    assert blocker.args[0].kind == "input" and "K must be" in blocker.args[0].message
+
+
+def test_shutdown_mid_run_ends_the_thread(qtbot, endless_pair, make_controller) -> None:
+    controller, got = make_controller(lambda *a, **k: endless_pair)
+    controller.start(SPEC, Settings(k=2, max_new_tokens=5000), "the")
+    qtbot.waitUntil(lambda: len(got.of_type(Round)) >= 1, timeout=20000)
+    controller.shutdown()
+    assert controller.decoder_thread.isFinished()
+
+
+def test_run_control_counts_steps() -> None:
+    control = RunControl(paused=True, steps=2)
+    control.wait_turn()
+    control.wait_turn()  # two steps granted: neither call blocks
+    control.stop()
+    control.wait_turn()  # a stop always lets the run wind down
+    assert control.stopped
