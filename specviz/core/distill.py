@@ -38,6 +38,7 @@ from .distill_data import (
 from .models import VOCAB_MAP_FILE
 
 CKPT = "checkpoint.pt"
+EMBED_INIT_STD = 0.06
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class StudentShape:
     heads: int = 6
     kv_heads: int = 2
     intermediate: int = 1024
-    vocab: int = 8192  # kept target ids; 0 keeps the whole vocabulary
+    vocab: int = 10240  # kept target ids; 0 keeps the whole vocabulary
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,10 @@ def build_student(target: Any, shape: StudentShape, target_ids: list[int], draft
             if init.shape[1] < shape.hidden:
                 pad = torch.randn(init.shape[0], shape.hidden - init.shape[1]) * 0.02
                 init = torch.cat([init, pad], dim=1)
-        init = init * (0.5 / init.std().clamp(min=1e-6)) * float(config.initializer_range) / 0.02
-        student.get_input_embeddings().weight.copy_(init)
+        # Rescaled so initial logits have a std of about 1 (tied head, RMS-normed states).
+        init = init * (EMBED_INIT_STD / init.std().clamp(min=1e-6))
+        embedding: Any = student.get_input_embeddings()
+        embedding.weight.copy_(init)
         student.tie_weights()
     return student
 
@@ -269,7 +272,7 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
     """Train (or resume training) for ``args.steps`` steps; returns the eval history."""
     from tqdm.auto import tqdm
 
-    opt = torch.optim.AdamW(student.parameters(), lr=args.lr, weight_decay=0.01,
+    opt = torch.optim.AdamW(student.parameters(), lr=args.lr, weight_decay=0.05,
                             betas=(0.9, 0.98))
     step, history = 0, []
     ckpt = work / CKPT
@@ -289,11 +292,15 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
                 group["lr"] = lr_at(step, args.steps, args.lr)
             idx = batch_indices(step, len(data), args.batch_size, args.seed)
             batch = make_batch([data[i] for i in idx], lookup, oov, args.seq_len)
-            parts = distill_loss(student(input_ids=batch.inputs).logits, batch)
+            # bf16 autocast: ~3x faster matmuls on CPUs with AVX512-BF16/AMX; the master
+            # weights, optimizer and loss stay fp32.
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                logits = student(input_ids=batch.inputs).logits
+            parts = distill_loss(logits, batch)
             m = batch.mask
             loss = parts.ce[m].mean()
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
             opt.step()
             step += 1
@@ -304,7 +311,7 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
                 result = evaluate(student, heldout, lookup, oov, args.seq_len)
                 history.append({"step": step, "alpha_t1": result.alpha_t1,
                                 "greedy_agree": result.greedy_agree, "kl": result.kl,
-                                "train_kl": float(parts.kl[m].mean()),
+                                "train_kl": float(parts.kl[m].mean().detach()),
                                 "minutes": (time.time() - last_eval) / 60})
                 last_eval = time.time()
                 bar.write(f"step {step}: held-out alpha(T=1) {result.alpha_t1:.3f}, "
@@ -344,6 +351,7 @@ def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shap
                untrained: EvalResult, minutes: float) -> str:
     """A short README for the draft folder."""
     command = "specviz distill " + " ".join(shlex.quote(a) for a in argv)
+    h, u = heldout, untrained
     sources = []
     if args.teacher_tokens > 0:
         sources.append(f"{args.teacher_tokens} target-sampled continuation tokens of built-in "
@@ -370,9 +378,9 @@ distributions on text the target generated itself. Same tokenizer as the target.
 
 | | untrained | distilled |
 |---|---|---|
-| per-token acceptance at T=1, E[sum min(p, q)] | {untrained.alpha_t1:.3f} | {heldout.alpha_t1:.3f} |
-| per-token acceptance at T=0, argmax agreement | {untrained.greedy_agree:.3f} | {heldout.greedy_agree:.3f} |
-| KL(p \\|\\| q), nats | {untrained.kl:.3f} | {heldout.kl:.3f} |
+| per-token acceptance at T=1, E[sum min(p, q)] | {u.alpha_t1:.3f} | {h.alpha_t1:.3f} |
+| per-token acceptance at T=0, argmax agreement | {u.greedy_agree:.3f} | {h.greedy_agree:.3f} |
+| KL(p \\|\\| q), nats | {u.kl:.3f} | {h.kl:.3f} |
 
 Teacher mass on the kept ids: {heldout.coverage:.3f}. Rows are scored with the top-k + rest
 bucket, so the T=1 figure is a slight over-estimate; `benchmarks/draft_quality.py` measures
@@ -400,27 +408,29 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--work-dir", help="teacher data and checkpoints (default: <out>.work)")
     p.add_argument("--text", action="append", default=[], metavar="FILE",
                    help="local text file to distil on (repeatable)")
-    p.add_argument("--teacher-tokens", type=int, default=120_000,
+    p.add_argument("--teacher-tokens", type=int, default=200_000,
                    help="target-generated tokens to collect (0: only --text)")
     p.add_argument("--heldout-tokens", type=int, default=6_000,
                    help="target-generated tokens on held-out prompts, for evaluation")
     p.add_argument("--gen-batch", type=int, default=32, help="sequences sampled at once")
     p.add_argument("--max-new-tokens", type=int, default=224, help="length of a continuation")
     p.add_argument("--top-k", type=int, default=64, help="teacher log-probs stored per token")
-    p.add_argument("--vocab", type=int, default=8192,
+    p.add_argument("--vocab", type=int, default=10240,
                    help="target ids the draft can propose (0: all)")
     p.add_argument("--hidden", type=int, default=384)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--intermediate", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=288)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--ckpt-every", type=int, default=25)
+    p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
+                   help="student training matmuls (the teacher always runs in fp32)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     p.add_argument("--save-dtype", choices=["float16", "bfloat16", "float32"],
                    default="float16", help="dtype of the saved weights (loaders upcast)")
@@ -473,9 +483,22 @@ def _collect(target: Any, tokenizer: Any, args: argparse.Namespace, work: Path) 
         save_shard(text_dir / "shard_00000.pt", seqs)
 
 
+def _stop_on_sigterm() -> None:
+    """Treat SIGTERM (a session or job ending) like Ctrl-C: checkpoint, then stop."""
+    import signal
+    import threading
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``specviz distill``; returns the exit status."""
     args = parse_args(argv)
+    _stop_on_sigterm()
     if args.threads:
         torch.set_num_threads(args.threads)
     from .models import load_model

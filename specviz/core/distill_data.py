@@ -115,7 +115,7 @@ def sample_batch(
     tlp = torch.stack(top_lp, dim=1)  # (B, n, k)
     seqs = []
     for row, prompt in enumerate(prompts):
-        n = int(min(lengths[row], gen.shape[1]))
+        n = min(int(lengths[row]), int(gen.shape[1]))
         full = torch.cat([torch.tensor(prompt, dtype=torch.long), gen[row, :n]])
         seqs.append(TeacherSeq(ids=full.to(torch.int32), start=len(prompt),
                                top_ids=tids[row, :n].clone(), top_lp=tlp[row, :n].clone()))

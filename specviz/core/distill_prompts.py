@@ -58,7 +58,9 @@ _CATEGORIES = [
     "ways to save energy at home", "mammals that live in the ocean", "classic novels",
     "hobbies you can start today", "uses of a paperclip", "tips for a good night's sleep",
 ]
-_ZH_TOPICS = ["光合作用", "人工智能", "长城", "月亮", "春节", "咖啡", "地球", "音乐", "友谊", "大海"]
+_ZH_TOPICS = [
+    "光合作用", "人工智能", "长城", "月亮", "春节", "咖啡", "地球", "音乐", "友谊", "大海",
+]
 _FR_SENTENCES = [
     "The weather is beautiful today.", "I would like a cup of coffee, please.",
     "Where is the train station?", "My brother is learning to play the guitar.",

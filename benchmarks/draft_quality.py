@@ -1,0 +1,169 @@
+"""Quality of a distilled draft against its target, on prompts never used for training.
+
+    .venv/bin/python benchmarks/draft_quality.py [--draft smollm2-135m-draft] [--prompts 12]
+
+Reports, with K = 4 (the issue's goals in brackets):
+  * acceptance rate α = accepted / drafted at temperature 0 [≥ 0.6] and 1 [≥ 0.5], through
+    specviz's SpeculativeDecoder, plus P(accept | position reached) per draft position;
+  * cost of one cached single-token forward, draft / target [≤ 1/8];
+  * end-to-end tokens/s at temperature 0, target alone vs speculative, interleaved on the
+    same prompts in one run [≥ 1.3x], and a check that greedy outputs are identical.
+Absolute times depend on the machine's load; the ratios are what to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specviz.core.distill_prompts import heldout_prompts  # noqa: E402
+from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
+from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
+from specviz.core.models import ModelPair, load_pair  # noqa: E402
+
+
+def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> RunFinished:
+    """Run to the end; the last event."""
+    *_, done = decoder.run(prompt)
+    assert isinstance(done, RunFinished), done
+    return done
+
+
+def forward_ms(model: Any, prompt_ids: torch.Tensor, n_tokens: int, to_local: Any = None,
+               reps: int = 20) -> float:
+    """Median ms of one cached forward of ``n_tokens`` new tokens after the prompt."""
+    from transformers import DynamicCache
+
+    if to_local is not None:
+        prompt_ids = to_local[prompt_ids]
+    times = []
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(prompt_ids, past_key_values=cache, use_cache=True)
+        for _ in range(reps):
+            new = prompt_ids[:, -n_tokens:]
+            t0 = time.perf_counter()
+            model(new, past_key_values=cache, use_cache=True, logits_to_keep=n_tokens)
+            times.append(time.perf_counter() - t0)
+            cache.crop(-n_tokens)
+    return 1000 * statistics.median(times)
+
+
+def prompts_for(pair: ModelPair, n: int) -> list[str]:
+    """The first ``n`` held-out prompts, chat-templated where the set says so."""
+    return [chat_prompt(pair.tokenizer, text) if chat else text
+            for text, chat in heldout_prompts()[:n]]
+
+
+def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
+               max_new: int) -> dict[str, Any]:
+    """α = accepted / drafted over all prompts, and P(accept | position reached)."""
+    acc = drafted = rounds = tokens = 0
+    reached, kept = [0] * k, [0] * k
+    for i, prompt in enumerate(prompts):
+        s = Settings(k=k, temperature=temperature, max_new_tokens=max_new, seed=i)
+        for event in SpeculativeDecoder(pair, s).run(prompt):
+            if isinstance(event, Round):
+                for pos in event.drafted:
+                    if pos.status != "discarded":  # discarded: after a rejection, not tried
+                        reached[pos.index] += 1
+                        kept[pos.index] += pos.status == "accepted"
+            elif isinstance(event, RunFinished):
+                acc += event.summary.accepted
+                drafted += event.summary.drafted
+                rounds += event.summary.rounds
+                tokens += event.summary.tokens
+    return {"temperature": temperature, "alpha": acc / max(drafted, 1), "accepted": acc,
+            "drafted": drafted, "tokens_per_round": tokens / max(rounds, 1),
+            "per_token": sum(kept) / max(sum(reached), 1),
+            "by_position": [kept[j] / max(reached[j], 1) for j in range(k)]}
+
+
+def speed(pair: ModelPair, prompts: list[str], k: int, max_new: int,
+          reps: int) -> dict[str, Any]:
+    """Target alone vs speculative at T=0, interleaved per prompt; first pass is warm-up."""
+    settings = Settings(k=k, temperature=0.0, max_new_tokens=max_new, seed=0)
+    t_base = t_spec = 0.0
+    n_base = n_spec = 0
+    mismatches = 0
+    for rep in range(reps + 1):
+        for prompt in prompts:
+            t0 = time.perf_counter()
+            base = finish(AutoregressiveDecoder(pair, settings), prompt)
+            t1 = time.perf_counter()
+            spec = finish(SpeculativeDecoder(pair, settings), prompt)
+            t2 = time.perf_counter()
+            mismatches += base.generated_ids != spec.generated_ids
+            if rep == 0 and reps > 0:
+                continue
+            t_base += t1 - t0
+            t_spec += t2 - t1
+            n_base += len(base.generated_ids)
+            n_spec += len(spec.generated_ids)
+    return {"target_tok_s": n_base / t_base, "spec_tok_s": n_spec / t_spec,
+            "speedup": (n_spec / t_spec) / (n_base / t_base), "greedy_mismatches": mismatches}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--draft", default="smollm2-135m-draft")
+    ap.add_argument("--target", default="smollm2-135m")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=12, help="held-out prompts used")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--speed-prompts", type=int, default=6)
+    ap.add_argument("--reps", type=int, default=1, help="timed passes after one warm-up")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"command: {' '.join(sys.argv)}", flush=True)
+    pair = load_pair(args.draft, args.target, device="cpu")
+    assert pair.draft is not None
+    prompts = prompts_for(pair, args.prompts)
+
+    probe = pair.tokenizer(prompts[0], return_tensors="pt")["input_ids"]
+    to_local = None
+    if pair.draft_vocab_map is not None:
+        to_local = torch.full((pair.vocab_size,), pair.draft_oov_id, dtype=torch.long)
+        to_local[pair.draft_vocab_map] = torch.arange(len(pair.draft_vocab_map))
+    t1 = forward_ms(pair.target, probe, 1)
+    tk = forward_ms(pair.target, probe, args.k + 1)
+    d1 = forward_ms(pair.draft, probe, 1, to_local)
+    cost = {"target_1_ms": t1, f"target_{args.k + 1}_ms": tk, "draft_1_ms": d1,
+            "draft_over_target": d1 / t1}
+    print(f"cost: target 1 token {t1:.1f} ms, {args.k + 1} tokens {tk:.1f} ms; draft 1 token "
+          f"{d1:.2f} ms; draft/target = {d1 / t1:.3f} (goal <= 0.125)", flush=True)
+
+    results: dict[str, Any] = {"command": " ".join(sys.argv), "cost": cost}
+    for temperature, goal in ((0.0, 0.6), (1.0, 0.5)):
+        r = acceptance(pair, prompts, temperature, args.k, args.max_new_tokens)
+        results[f"acceptance_t{temperature:g}"] = r
+        print(f"T={temperature:g}, K={args.k}: alpha = accepted/drafted = {r['alpha']:.3f} "
+              f"({r['accepted']}/{r['drafted']}; goal >= {goal}); tokens per round "
+              f"{r['tokens_per_round']:.2f}; P(accept | reached) {r['per_token']:.3f}, by position "
+              f"{', '.join(f'{x:.2f}' for x in r['by_position'])}", flush=True)
+
+    s = speed(pair, prompts[:args.speed_prompts], args.k, args.max_new_tokens, args.reps)
+    results["speed_t0"] = s
+    print(f"speed at T=0: target alone {s['target_tok_s']:.2f} tok/s, speculative "
+          f"{s['spec_tok_s']:.2f} tok/s: speedup {s['speedup']:.2f}x (goal >= 1.3); "
+          f"greedy outputs differing: {s['greedy_mismatches']} (must be 0)", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
