@@ -145,6 +145,31 @@ def build_student(target: Any, shape: StudentShape, target_ids: list[int], draft
     return student
 
 
+def load_init(folder: Path, full: int) -> tuple[Any, list[int], int, StudentShape, str]:
+    """An existing draft to continue from: model (fp32), its vocabulary, shape, and command."""
+    from transformers import AutoModelForCausalLM
+
+    if not (folder / "config.json").is_file():
+        raise SystemExit(f"--init {folder}: not a draft folder (no config.json).")
+    student = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    vocab_file = folder / VOCAB_MAP_FILE
+    if vocab_file.is_file():
+        vocab = json.loads(vocab_file.read_text())
+        target_ids = [int(i) for i in vocab["target_ids"]]
+        oov = int(vocab["oov_draft_id"])
+    else:
+        target_ids, oov = list(range(full)), 0
+    c = student.config
+    shape = StudentShape(c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+                         c.num_key_value_heads, c.intermediate_size,
+                         len(target_ids) if len(target_ids) < full else 0)
+    readme = folder / "README.md"
+    card = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    command = next((line.split("`")[1] for line in card.splitlines()
+                    if line.startswith("- Command:") and line.count("`") >= 2), "")
+    return student, target_ids, oov, shape, command
+
+
 # ---------------------------------------------------------------- batches and loss
 
 
@@ -348,9 +373,14 @@ def write_draft(student: Any, tokenizer: Any, out: Path, target_ids: list[int], 
 
 def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shape: StudentShape,
                n_params: int, data_rows: int, n_seqs: int, heldout: EvalResult,
-               untrained: EvalResult, minutes: float) -> str:
+               untrained: EvalResult, minutes: float, init_command: str = "") -> str:
     """A short README for the draft folder."""
     command = "specviz distill " + " ".join(shlex.quote(a) for a in argv)
+    start = "start (--init)" if args.init else "untrained"
+    lineage = ""
+    if args.init:
+        lineage = (f"- Continued from the draft in `{args.init}`"
+                   + (f", itself made by `{init_command}`" if init_command else "") + ".\n")
     h, u = heldout, untrained
     sources = []
     if args.teacher_tokens > 0:
@@ -365,7 +395,7 @@ A speculative-decoding draft (q) for the target (p) `{target_name}`, trained by
 distributions on text the target generated itself. Same tokenizer as the target.
 
 - Command: `{command}`
-- Architecture: LlamaForCausalLM, hidden {shape.hidden}, {shape.layers} layers,
+{lineage}- Architecture: LlamaForCausalLM, hidden {shape.hidden}, {shape.layers} layers,
   {shape.heads} heads ({shape.kv_heads} KV), MLP {shape.intermediate}; {n_params / 1e6:.1f}M
   parameters; weights stored as {args.save_dtype}.
 - Vocabulary: {len_vocab(args, shape)} target ids ranked by teacher mass (`{VOCAB_MAP_FILE}`);
@@ -376,7 +406,7 @@ distributions on text the target generated itself. Same tokenizer as the target.
 
 ## Measured on held-out prompts ({heldout.rows} target positions)
 
-| | untrained | distilled |
+| | {start} | distilled |
 |---|---|---|
 | per-token acceptance at T=1, E[sum min(p, q)] | {u.alpha_t1:.3f} | {h.alpha_t1:.3f} |
 | per-token acceptance at T=0, argmax agreement | {u.greedy_agree:.3f} | {h.greedy_agree:.3f} |
@@ -417,6 +447,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--top-k", type=int, default=64, help="teacher log-probs stored per token")
     p.add_argument("--vocab", type=int, default=10240,
                    help="target ids the draft can propose (0: all)")
+    p.add_argument("--init", metavar="DRAFT_DIR",
+                   help="continue from this draft (its weights, shape and vocabulary)")
     p.add_argument("--hidden", type=int, default=384)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=6)
@@ -431,6 +463,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--ckpt-every", type=int, default=25)
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
                    help="student training matmuls (the teacher always runs in fp32)")
+    p.add_argument("--teacher-precision", choices=["bf16", "fp32"], default="bf16",
+                   help="the target's precision for training rows (held-out rows: fp32)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     p.add_argument("--save-dtype", choices=["float16", "bfloat16", "float32"],
                    default="float16", help="dtype of the saved weights (loaders upcast)")
@@ -469,8 +503,17 @@ def _collect(target: Any, tokenizer: Any, args: argparse.Namespace, work: Path) 
                 else:
                     bar.update(live)
 
-            generate_shards(target, tokenizer, folder, tokens, args.gen_batch,
+            # Held-out rows always come from the fp32 target, so the evaluation is exact;
+            # training rows may come from a bf16 copy (about 2x the tokens/s on CPUs with
+            # AVX512-BF16/AMX, and rounding noise far below what a small draft can learn).
+            teacher = target
+            if not heldout and args.teacher_precision == "bf16":
+                import copy
+
+                teacher = copy.deepcopy(target).to(torch.bfloat16)
+            generate_shards(teacher, tokenizer, folder, tokens, args.gen_batch,
                             args.max_new_tokens, args.top_k, seed, heldout, progress)
+            del teacher
             bar.close()
     text_dir = work / "text"
     if args.text and not (text_dir / "shard_00000.pt").is_file():
@@ -531,27 +574,32 @@ def main(argv: list[str]) -> int:
         print("No usable teacher data (sequences longer than --seq-len?).", file=sys.stderr)
         return 1
 
-    # The draft never proposes ids outside its vocabulary; specials must stay in it.
-    always = sorted({int(i) for i in tokenizer.all_special_ids if 0 <= int(i) < full})
-    vocab_file = work / "vocab.json"
-    if vocab_file.is_file():
-        target_ids = [int(i) for i in json.loads(vocab_file.read_text())]
+    init_command = ""
+    if args.init:
+        # Continue from an existing draft: its weights, shape and vocabulary are kept.
+        student, target_ids, oov, shape, init_command = load_init(Path(args.init), full)
     else:
-        target_ids = choose_vocab(data, args.vocab, full, always)
-        vocab_file.write_text(json.dumps(target_ids))
-    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else always[0]
-    oov_target = int(unk) if int(unk) in target_ids else target_ids[0]
-    oov = target_ids.index(oov_target)  # ids the draft lacks are fed to it as this one
+        # The draft never proposes ids outside its vocabulary; specials must stay in it.
+        always = sorted({int(i) for i in tokenizer.all_special_ids if 0 <= int(i) < full})
+        vocab_file = work / "vocab.json"
+        if vocab_file.is_file():
+            target_ids = [int(i) for i in json.loads(vocab_file.read_text())]
+        else:
+            target_ids = choose_vocab(data, args.vocab, full, always)
+            vocab_file.write_text(json.dumps(target_ids))
+        unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else always[0]
+        oov_target = int(unk) if int(unk) in target_ids else target_ids[0]
+        oov = target_ids.index(oov_target)  # ids the draft lacks are fed to it as this one
+        shape = StudentShape(args.hidden, args.layers, args.heads, args.kv_heads,
+                             args.intermediate, len(target_ids) if args.vocab else 0)
+        student = build_student(target, shape, target_ids, oov, args.seed)
     lookup = vocab_lookup(target_ids, full, oov)
-    shape = StudentShape(args.hidden, args.layers, args.heads, args.kv_heads,
-                         args.intermediate, len(target_ids) if args.vocab else 0)
-
-    student = build_student(target, shape, target_ids, oov, args.seed)
     untrained = evaluate(student, heldout, lookup, oov, args.seq_len)
     n_params = sum(p.numel() for p in student.parameters())
     if not args.quiet:
+        start = "initial" if args.init else "untrained"
         print(f"Student: {n_params / 1e6:.1f}M parameters, vocabulary {len(target_ids)}; "
-              f"{len(data)} sequences, {count_rows(data)} teacher rows; untrained held-out "
+              f"{len(data)} sequences, {count_rows(data)} teacher rows; {start} held-out "
               f"alpha(T=1) {untrained.alpha_t1:.3f}, greedy agreement "
               f"{untrained.greedy_agree:.3f}.", file=sys.stderr)
     del target  # free the teacher before training
@@ -562,7 +610,7 @@ def main(argv: list[str]) -> int:
         return 130
     result = evaluate(student, heldout, lookup, oov, args.seq_len)
     card = model_card(args, argv, loaded.name, shape, n_params, count_rows(data), len(data),
-                      result, untrained, (time.time() - t0) / 60)
+                      result, untrained, (time.time() - t0) / 60, init_command)
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16,
              "float32": torch.float32}[args.save_dtype]
     write_draft(student, tokenizer, out, target_ids, oov, full, card, dtype)

@@ -233,7 +233,7 @@ class RoundBarsView(QWidget):
         marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
         verdict = ("<span style='color:#00507D'>✓ accepted</span>" if d.status == "accepted"
                    else "<span style='color:#A03F00'>✗ rejected</span>")
-        small = f"<span style='font-size:{PLOT_POINT_SIZE - 3}pt'>"
+        small = f"<span style='font-size:{PLOT_POINT_SIZE - 1}pt'>"
         title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
                  f"<b>{verdict}</b><br>"
                  f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
@@ -256,7 +256,7 @@ class RoundBarsView(QWidget):
         fate = FATES[e.kind]
         title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
                  f"<b><span style='color:{fate.foreground}'>{fate.label}</span></b><br>"
-                 f"<span style='font-size:{PLOT_POINT_SIZE - 3}pt'>{detail}</span>")
+                 f"<span style='font-size:{PLOT_POINT_SIZE - 1}pt'>{detail}</span>")
         labels = [token_label(r[1], LABEL_CHARS) for r in rows]
         panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
 

@@ -23,6 +23,8 @@ from .style import (
     with_newline_marks,
 )
 
+REJECTED_SCALE = 0.65  # size of a struck rejected draft, relative to the stream's text
+
 
 @dataclass(frozen=True)
 class TokenSpan:
@@ -59,9 +61,12 @@ class TokenStreamView(QTextEdit):
         self._starts: list[int] = []
         self._pending_strikes: list[tuple[float, TokenSpan]] = []
         self._formats = {kind: char_format(kind) for kind in FATES}
-        # A rejected draft first appears unstruck, so the audience reads the guess.
+        # A rejected draft first appears unstruck at full size, so the audience reads the
+        # guess; then it is struck through and shrinks, so the kept text reads as text.
         self._formats["rejected_pending"] = fmt = char_format("rejected")
         fmt.setFontStrikeOut(False)
+        struck = self._formats["rejected"]
+        struck.setFontPointSize(struck.fontPointSize() * REJECTED_SCALE)
         self._cursor = QTextCursor(self.document())
 
     # -- building ---------------------------------------------------------------------------

@@ -11,7 +11,14 @@ from specviz.core.events import Round, RunFailed, from_json, to_json
 from specviz.gui.bars import candidates
 from specviz.gui.run_view import RunView
 from specviz.gui.stats import AcceptanceView
-from specviz.gui.style import FATES, P_COLOR, Q_COLOR, RESIDUAL_COLOR, token_label
+from specviz.gui.style import (
+    FATES,
+    P_COLOR,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    STREAM_POINT_SIZE,
+    token_label,
+)
 from tests.gui.scripted import EXPECTED_TOKENS, PROMPT, baseline_events, speculative_events
 
 # The offscreen platform says so when a window with size limits, or a tooltip, is shown.
@@ -59,8 +66,12 @@ def test_rejected_draft_is_shown_before_it_is_struck(view: RunView) -> None:
     fmt = view.stream.format_at(rejected.start)
     assert not fmt.fontStrikeOut()
     assert fmt.foreground().color() == QColor(FATES["rejected"].foreground)
+    full = fmt.fontPointSize()
+    assert full == STREAM_POINT_SIZE  # the guess first shows at the size of the text
     assert view.stream.apply_strikes(now=view.stream.strike_delay_s + 1.0) == 1
-    assert view.stream.format_at(rejected.start).fontStrikeOut()
+    struck = view.stream.format_at(rejected.start)
+    assert struck.fontStrikeOut()
+    assert struck.fontPointSize() < 0.8 * full  # then shrinks, so the kept text reads on
 
 
 def test_the_stream_only_ever_appends(view: RunView) -> None:
