@@ -42,7 +42,7 @@ def test_cli_json_on_bundled_model_matches_target_alone(capsys: pytest.CaptureFi
 def test_cli_text_output_has_summary(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["--draft", "smollm2-135m", "--prompt", "Hi", "--max-new-tokens", "6"])
     out = capsys.readouterr().out
-    assert status == 0 and "# acceptance α" in out and "tokens in" in out
+    assert status == 0 and "# α = P(draft kept)" in out and "tokens in" in out
 
 
 def test_cli_bad_arguments_exit_nonzero_with_one_line() -> None:

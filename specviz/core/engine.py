@@ -210,6 +210,7 @@ class _Run:
             verify_time_s=stats.verify_time,
             wall_time_s=wall,
             tokens_per_s=n / wall if wall > 0 else 0.0,
+            alpha=sum(kept) / sum(reached) if sum(reached) else 0.0,
         )
         return RunFinished(generated_ids=tuple(self.generated), text=self.detok.text,
                            stop_reason=self.stop_reason or "stopped", summary=summary)

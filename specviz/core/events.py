@@ -128,6 +128,10 @@ class Summary:
     verify_time_s: float
     wall_time_s: float
     tokens_per_s: float
+    # α of Leviathan et al.: P(a draft is kept | it was tested) = accepted / (accepted +
+    # rejected), the maximum-likelihood α under i.i.d. acceptance. Drafts after a rejection
+    # are never tested, so accepted / drafted (above) is lower: (α + … + α^K) / K.
+    alpha: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
         _style_plot(self.rate_plot, font,
-                    f"Acceptance α by round: <span style='color:{BLUE}'>━ cumulative</span>"
+                    f"Accepted ÷ drafted: <span style='color:{BLUE}'>━ cumulative</span>"
                     f" &nbsp;<span style='color:{SKY_BLUE}'>● this round</span>")
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
@@ -91,7 +91,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         k = len(record.histogram) - 1
         hist = record.histogram
         self.hist_bars.setOpts(x=list(range(len(hist))), height=hist)
-        expected = self.expected_histogram(record.acceptance_rate, k, sum(hist))
+        expected = self.expected_histogram(record.alpha, k, sum(hist))
         self.hist_expected.setData(list(range(len(expected))), expected)
         by_pos = record.acceptance_by_position()
         self.pos_bars.setOpts(x=list(range(1, len(by_pos) + 1)), height=by_pos)
@@ -119,7 +119,7 @@ class SpeedView(QWidget):
     FIELDS = (
         ("tokens_per_s", "tokens / s"),
         ("target_calls_per_token", "target passes / token"),
-        ("alpha", "acceptance α"),
+        ("alpha", "α = P(draft kept)"),
         ("cost_ratio", "cost ratio c"),
         ("expected_speedup", "expected speedup"),
         ("measured_speedup", "measured speedup"),
@@ -152,7 +152,7 @@ class SpeedView(QWidget):
             self.values[key] = value
             self.names[key] = label
         self.formula = QLabel("expected = (1 − α<sup>K+1</sup>) / ((1 − α)(K·c + 1)), "
-                              "c = draft pass / target pass")
+                              "c = draft pass / verify pass")
         self.formula.setFont(name_font)
         self.formula.setStyleSheet(f"color: {GREY}")
         self.formula.setAlignment(Qt.AlignmentFlag.AlignHCenter)

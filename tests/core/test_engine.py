@@ -184,6 +184,12 @@ def test_round_events_are_consistent(tiny_pair: ModelPair) -> None:
             assert r.extra.kind == ("resampled" if r.n_accepted < r.k else "bonus")
     by_pos = done.summary.acceptance_by_position
     assert len(by_pos) == 4 and all(0.0 <= a <= 1.0 for a in by_pos)
+    # α counts only tested drafts; accepted / drafted also counts the discarded ones.
+    tested = sum(d.status != "discarded" for r in rounds for d in r.drafted)
+    kept = sum(r.n_accepted for r in rounds)
+    assert done.summary.alpha == pytest.approx(kept / tested)
+    assert any(d.status == "discarded" for r in rounds for d in r.drafted)
+    assert done.summary.alpha > done.summary.acceptance_rate
 
 
 @pytest.mark.parametrize(

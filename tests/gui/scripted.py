@@ -88,7 +88,7 @@ def speculative_events() -> list:
         summary=Summary(tokens=10, rounds=4, drafted=11, accepted=6, acceptance_rate=6 / 11,
                         mean_tokens_per_round=2.5, acceptance_by_position=(0.75, 2 / 3, 0.5),
                         target_calls=4, draft_calls=11, draft_time_s=0.33, verify_time_s=0.2,
-                        wall_time_s=0.5, tokens_per_s=20.0),
+                        wall_time_s=0.5, tokens_per_s=20.0, alpha=6 / 9),
     )
     return [started, r0, r1, r2, r3, finished]
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from specviz.gui.record import expected_speedup, expected_tokens_per_round
+import pytest
+
+from specviz.gui.record import RunRecord, expected_speedup, expected_tokens_per_round
 from specviz.gui.style import FATES, STREAM_KINDS, special_marker, token_label
+from tests.gui.scripted import speculative_events
 
 
 def test_token_labels_show_whitespace_and_keep_chinese() -> None:
@@ -34,3 +37,18 @@ def test_expected_speedup_formula() -> None:
     assert expected_tokens_per_round(1.0, 4) == 5.0
     assert expected_tokens_per_round(0.5, 2) == 1.75  # 1 + 0.5 + 0.25
     assert expected_speedup(0.5, 2, 0.25) == 1.75 / 1.5
+
+
+def test_speedup_formula_gets_alpha_of_tested_drafts_not_accepted_over_drafted() -> None:
+    record = RunRecord()
+    for event in speculative_events():
+        record.add(event)
+    # Scripted rounds keep 2 of 3, 3 of 3, 0 of 1 (2 discarded), 1 of 2 tested drafts.
+    assert record.acceptance_rate == pytest.approx(6 / 11)
+    assert record.alpha == pytest.approx(6 / 9)
+    stats = record.speed()
+    assert stats.alpha == pytest.approx(6 / 9)
+    assert stats.cost_ratio > 0
+    assert stats.expected_speedup == pytest.approx(expected_speedup(6 / 9, 3, stats.cost_ratio))
+    # The i.i.d. model with this α reproduces the mean of kept drafts per tested round.
+    assert expected_tokens_per_round(6 / 9, 3) > expected_tokens_per_round(6 / 11, 3)
