@@ -97,7 +97,7 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
 
     totals = {"target": 0.0, "specviz": 0.0, "hf_assisted": 0.0}
     tokens = {"target": 0, "specviz": 0, "hf_assisted": 0}
-    accepted = drafted = 0
+    accepted = drafted = tested = 0
     mismatches = 0
     for rep in range(reps + 1):  # the first pass warms up and is not counted
         for prompt in prompts:
@@ -118,9 +118,11 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
             tokens["hf_assisted"] += int(r_hf.shape[1] - ids.shape[1])
             accepted += r_spec.summary.accepted
             drafted += r_spec.summary.drafted
+            tested += r_spec.summary.tested
 
     tps = {key: tokens[key] / totals[key] for key in totals}
-    alpha = accepted / drafted if drafted else 0.0
+    alpha = accepted / tested if tested else 0.0  # P(draft kept): the formula's α
+    rate = accepted / drafted if drafted else 0.0
     probe = tok(prompts[0], return_tensors="pt")["input_ids"]
     t1 = forward_cost(pair.target, probe, 1)
     tk = forward_cost(pair.target, probe, k + 1)
@@ -137,8 +139,8 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     print(f"  specviz / target alone      = {tps['specviz'] / tps['target']:.2f}x")
     print(f"  HF assisted / target alone  = {tps['hf_assisted'] / tps['target']:.2f}x")
     print(f"  specviz / HF assisted       = {tps['specviz'] / tps['hf_assisted']:.2f}x")
-    print(f"  α = {alpha:.3f}; cost ratio c = draft/target forward = {c:.3f}; "
-          f"verify {k + 1} positions / 1 = {v:.2f}")
+    print(f"  α = P(draft kept) = {alpha:.3f} (accepted ÷ drafted {rate:.3f}); "
+          f"cost ratio c = draft/target forward = {c:.3f}; verify {k + 1} positions / 1 = {v:.2f}")
     print(f"  predicted speedup: {predicted_paper:.2f}x (verify = 1 pass), "
           f"{predicted_cpu:.2f}x (measured verify cost); measured "
           f"{tps['specviz'] / tps['target']:.2f}x")

@@ -211,6 +211,7 @@ class _Run:
             wall_time_s=wall,
             tokens_per_s=n / wall if wall > 0 else 0.0,
             alpha=sum(kept) / sum(reached) if sum(reached) else 0.0,
+            tested=sum(reached),
         )
         return RunFinished(generated_ids=tuple(self.generated), text=self.detok.text,
                            stop_reason=self.stop_reason or "stopped", summary=summary)

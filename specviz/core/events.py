@@ -132,6 +132,7 @@ class Summary:
     # rejected), the maximum-likelihood α under i.i.d. acceptance. Drafts after a rejection
     # are never tested, so accepted / drafted (above) is lower: (α + … + α^K) / K.
     alpha: float = 0.0
+    tested: int = 0  # drafts compared against p (accepted + rejected)
 
 
 @dataclass(frozen=True)
