@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import RunFinished, Settings  # noqa: E402
-from specviz.core.models import ModelPair, default_draft, load_model  # noqa: E402
+from specviz.core.models import LoadedModel, ModelPair, default_draft, load_model  # noqa: E402
 
 PROMPTS = [
     "Write a short story about a lighthouse keeper.",
@@ -95,6 +95,7 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     assistant.generation_config.num_assistant_tokens_schedule = "constant"  # type: ignore[union-attr]
     assistant.generation_config.assistant_confidence_threshold = 0.0  # type: ignore[union-attr]
 
+    hf_ok = pair.draft_vocab_map is None
     totals = {"target": 0.0, "specviz": 0.0, "hf_assisted": 0.0}
     tokens = {"target": 0, "specviz": 0, "hf_assisted": 0}
     accepted = drafted = tested = 0
@@ -105,7 +106,10 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
 
             t_base, r_base = timed(lambda: last(AutoregressiveDecoder(pair, settings), prompt))  # noqa: B023
             t_spec, r_spec = timed(lambda: last(SpeculativeDecoder(pair, settings), prompt))  # noqa: B023
-            t_hf, r_hf = timed(lambda: hf_assisted(pair, assistant, ids, max_new))  # noqa: B023
+            if hf_ok:
+                t_hf, r_hf = timed(lambda: hf_assisted(pair, assistant, ids, max_new))  # noqa: B023
+            else:  # transformers' assisted generate needs the draft on the target's vocabulary
+                t_hf, r_hf = 1.0, ids
             if r_spec.generated_ids != r_base.generated_ids:
                 mismatches += 1
             if rep == 0:
@@ -120,13 +124,18 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
             drafted += r_spec.summary.drafted
             tested += r_spec.summary.tested
 
-    tps = {key: tokens[key] / totals[key] for key in totals}
+    tps = {key: tokens[key] / totals[key] if tokens[key] else float("nan") for key in totals}
     alpha = accepted / tested if tested else 0.0  # P(draft kept): the formula's α
     rate = accepted / drafted if drafted else 0.0
     probe = tok(prompts[0], return_tensors="pt")["input_ids"]
     t1 = forward_cost(pair.target, probe, 1)
     tk = forward_cost(pair.target, probe, k + 1)
-    d1 = forward_cost(assistant, probe, 1)  # type: ignore[arg-type]
+    draft_probe = probe
+    if pair.draft_vocab_map is not None:  # target ids -> the draft's reduced vocabulary
+        to_local = torch.full((pair.vocab_size,), pair.draft_oov_id, dtype=torch.long)
+        to_local[pair.draft_vocab_map] = torch.arange(len(pair.draft_vocab_map))
+        draft_probe = to_local[probe]
+    d1 = forward_cost(assistant, draft_probe, 1)  # type: ignore[arg-type]
     c = d1 / t1
     v = tk / t1
     expected_tokens = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
@@ -139,6 +148,8 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     print(f"  specviz / target alone      = {tps['specviz'] / tps['target']:.2f}x")
     print(f"  HF assisted / target alone  = {tps['hf_assisted'] / tps['target']:.2f}x")
     print(f"  specviz / HF assisted       = {tps['specviz'] / tps['hf_assisted']:.2f}x")
+    if not hf_ok:
+        print("  (HF assisted: n/a, this draft proposes from a reduced vocabulary)")
     print(f"  α = P(draft kept) = {alpha:.3f} (accepted ÷ drafted {rate:.3f}); "
           f"cost ratio c = draft/target forward = {c:.3f}; verify {k + 1} positions / 1 = {v:.2f}")
     print(f"  predicted speedup: {predicted_paper:.2f}x (verify = 1 pass), "
@@ -163,18 +174,20 @@ def main() -> int:
           f"{os.cpu_count()} cpus; command: {' '.join(sys.argv)}")
     target = load_model(args.target, device="cpu")
     wanted = args.pairs.split(",")
-    pairs: list[tuple[str, torch.nn.Module]] = []
+    pairs: list[tuple[str, LoadedModel]] = []
     if "self" in wanted:  # α = 1: pure overhead of drafting with a model as big as the target
-        pairs.append(("target as its own draft (α = 1)", load_model(args.target, "cpu").model))
+        pairs.append(("target as its own draft (α = 1)", load_model(args.target, "cpu")))
     if "random" in wanted:
-        pairs.append(("random 1-layer draft (α ≈ 0)", random_draft(target.model)))
+        pairs.append(("random 1-layer draft (α ≈ 0)",
+                      LoadedModel(random_draft(target.model), target.tokenizer, "random")))
     if "distilled" in wanted and default_draft():
-        pairs.append(("shipped distilled draft", load_model(default_draft() or "", "cpu").model))
+        pairs.append(("shipped distilled draft", load_model(default_draft() or "", "cpu")))
     if args.draft:
-        pairs.append((args.draft, load_model(args.draft, "cpu").model))
+        pairs.append((args.draft, load_model(args.draft, "cpu")))
     for name, draft in pairs:
-        pair = ModelPair(target=target.model, draft=draft, tokenizer=target.tokenizer,
-                         target_name=target.name, draft_name=name)
+        pair = ModelPair(target=target.model, draft=draft.model, tokenizer=target.tokenizer,
+                         target_name=target.name, draft_name=name,
+                         draft_vocab_map=draft.vocab_map, draft_oov_id=draft.oov_id)
         bench_pair(name, pair, args.k, args.max_new_tokens, args.reps)
     return 0
 

@@ -462,7 +462,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--ckpt-every", type=int, default=25)
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
-                   help="student training matmuls (the teacher always runs in fp32)")
+                   help="precision of the student's training matmuls (master weights stay fp32)")
     p.add_argument("--teacher-precision", choices=["bf16", "fp32"], default="bf16",
                    help="the target's precision for training rows (held-out rows: fp32)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
@@ -596,8 +596,8 @@ def main(argv: list[str]) -> int:
     lookup = vocab_lookup(target_ids, full, oov)
     untrained = evaluate(student, heldout, lookup, oov, args.seq_len)
     n_params = sum(p.numel() for p in student.parameters())
+    start = "initial" if args.init else "untrained"
     if not args.quiet:
-        start = "initial" if args.init else "untrained"
         print(f"Student: {n_params / 1e6:.1f}M parameters, vocabulary {len(target_ids)}; "
               f"{len(data)} sequences, {count_rows(data)} teacher rows; {start} held-out "
               f"alpha(T=1) {untrained.alpha_t1:.3f}, greedy agreement "
@@ -619,7 +619,7 @@ def main(argv: list[str]) -> int:
         "minutes": (time.time() - started) / 60}, indent=2))
     if not args.quiet:
         print(f"Draft written to {out}: held-out alpha(T=1) {result.alpha_t1:.3f}, greedy "
-              f"agreement {result.greedy_agree:.3f} (untrained {untrained.alpha_t1:.3f} / "
+              f"agreement {result.greedy_agree:.3f} ({start} {untrained.alpha_t1:.3f} / "
               f"{untrained.greedy_agree:.3f}).", file=sys.stderr)
     return 0
 
