@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from dataclasses import replace
@@ -32,7 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specviz.core.distill_prompts import heldout_prompts  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
-from specviz.core.models import ModelPair, load_pair  # noqa: E402
+from specviz.core.models import ModelPair, draft_id_table, load_pair  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_speed import forward_cost  # noqa: E402  (the same timer for both benchmarks)
 
 
 def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> RunFinished:
@@ -40,26 +42,6 @@ def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> 
     *_, done = decoder.run(prompt)
     assert isinstance(done, RunFinished), done
     return done
-
-
-def forward_ms(model: Any, prompt_ids: torch.Tensor, n_tokens: int, to_local: Any = None,
-               reps: int = 20) -> float:
-    """Median ms of one cached forward of ``n_tokens`` new tokens after the prompt."""
-    from transformers import DynamicCache
-
-    if to_local is not None:
-        prompt_ids = to_local[prompt_ids]
-    times = []
-    with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
-        model(prompt_ids, past_key_values=cache, use_cache=True)
-        for _ in range(reps):
-            new = prompt_ids[:, -n_tokens:]
-            t0 = time.perf_counter()
-            model(new, past_key_values=cache, use_cache=True, logits_to_keep=n_tokens)
-            times.append(time.perf_counter() - t0)
-            cache.crop(-n_tokens)
-    return 1000 * statistics.median(times)
 
 
 def prompts_for(pair: ModelPair, n: int) -> list[str]:
@@ -144,13 +126,13 @@ def main() -> int:
     prompts = prompts_for(pair, args.prompts)
 
     probe = pair.tokenizer(prompts[0], return_tensors="pt")["input_ids"]
-    to_local = None
-    if pair.draft_vocab_map is not None:
-        to_local = torch.full((pair.vocab_size,), pair.draft_oov_id, dtype=torch.long)
-        to_local[pair.draft_vocab_map] = torch.arange(len(pair.draft_vocab_map))
-    t1 = forward_ms(pair.target, probe, 1)
-    tk = forward_ms(pair.target, probe, args.k + 1)
-    d1 = forward_ms(pair.draft, probe, 1, to_local)
+    draft_probe = probe
+    if pair.draft_vocab_map is not None:  # target ids -> the draft's reduced vocabulary
+        draft_probe = draft_id_table(pair.draft_vocab_map, pair.vocab_size,
+                                     pair.draft_oov_id)[probe]
+    t1, tk, d1 = (1000 * forward_cost(model, ids, n, reps=20) for model, ids, n in
+                  ((pair.target, probe, 1), (pair.target, probe, args.k + 1),
+                   (pair.draft, draft_probe, 1)))
     cost = {"target_1_ms": t1, f"target_{args.k + 1}_ms": tk, "draft_1_ms": d1,
             "draft_over_target": d1 / t1}
     print(f"cost: target 1 token {t1:.1f} ms, {args.k + 1} tokens {tk:.1f} ms; draft 1 token "

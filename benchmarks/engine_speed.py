@@ -26,7 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import RunFinished, Settings  # noqa: E402
-from specviz.core.models import LoadedModel, ModelPair, default_draft, load_model  # noqa: E402
+from specviz.core.models import (  # noqa: E402
+    LoadedModel,
+    ModelPair,
+    default_draft,
+    draft_id_table,
+    load_model,
+)
 
 PROMPTS = [
     "Write a short story about a lighthouse keeper.",
@@ -106,10 +112,9 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
 
             t_base, r_base = timed(lambda: last(AutoregressiveDecoder(pair, settings), prompt))  # noqa: B023
             t_spec, r_spec = timed(lambda: last(SpeculativeDecoder(pair, settings), prompt))  # noqa: B023
-            if hf_ok:
-                t_hf, r_hf = timed(lambda: hf_assisted(pair, assistant, ids, max_new))  # noqa: B023
-            else:  # transformers' assisted generate needs the draft on the target's vocabulary
-                t_hf, r_hf = 1.0, ids
+            # transformers' assisted generate needs the draft on the target's vocabulary.
+            t_hf, r_hf = (timed(lambda: hf_assisted(pair, assistant, ids, max_new))  # noqa: B023
+                          if hf_ok else (0.0, ids))
             if r_spec.generated_ids != r_base.generated_ids:
                 mismatches += 1
             if rep == 0:
@@ -124,7 +129,7 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
             drafted += r_spec.summary.drafted
             tested += r_spec.summary.tested
 
-    tps = {key: tokens[key] / totals[key] if tokens[key] else float("nan") for key in totals}
+    tps = {key: tokens[key] / totals[key] for key in totals if tokens[key]}
     alpha = accepted / tested if tested else 0.0  # P(draft kept): the formula's α
     rate = accepted / drafted if drafted else 0.0
     probe = tok(prompts[0], return_tensors="pt")["input_ids"]
@@ -132,9 +137,8 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     tk = forward_cost(pair.target, probe, k + 1)
     draft_probe = probe
     if pair.draft_vocab_map is not None:  # target ids -> the draft's reduced vocabulary
-        to_local = torch.full((pair.vocab_size,), pair.draft_oov_id, dtype=torch.long)
-        to_local[pair.draft_vocab_map] = torch.arange(len(pair.draft_vocab_map))
-        draft_probe = to_local[probe]
+        draft_probe = draft_id_table(pair.draft_vocab_map, pair.vocab_size,
+                                     pair.draft_oov_id)[probe]
     d1 = forward_cost(assistant, draft_probe, 1)  # type: ignore[arg-type]
     c = d1 / t1
     v = tk / t1
@@ -143,13 +147,15 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     predicted_cpu = expected_tokens / (k * c + v)  # with the measured cost of K+1 positions
     print(f"\n## {name}: K={k}, temperature 0, {max_new} new tokens, "
           f"{len(prompts)} prompts x {reps}")
+    hf = f"{tps['hf_assisted']:.2f}" if hf_ok else "n/a"
     print(f"  tokens/s: target alone {tps['target']:.2f}, specviz {tps['specviz']:.2f}, "
-          f"HF assisted {tps['hf_assisted']:.2f}")
+          f"HF assisted {hf}")
     print(f"  specviz / target alone      = {tps['specviz'] / tps['target']:.2f}x")
-    print(f"  HF assisted / target alone  = {tps['hf_assisted'] / tps['target']:.2f}x")
-    print(f"  specviz / HF assisted       = {tps['specviz'] / tps['hf_assisted']:.2f}x")
-    if not hf_ok:
-        print("  (HF assisted: n/a, this draft proposes from a reduced vocabulary)")
+    if hf_ok:
+        print(f"  HF assisted / target alone  = {tps['hf_assisted'] / tps['target']:.2f}x")
+        print(f"  specviz / HF assisted       = {tps['specviz'] / tps['hf_assisted']:.2f}x")
+    else:
+        print("  HF assisted: n/a (this draft proposes from a reduced vocabulary)")
     print(f"  α = P(draft kept) = {alpha:.3f} (accepted ÷ drafted {rate:.3f}); "
           f"cost ratio c = draft/target forward = {c:.3f}; verify {k + 1} positions / 1 = {v:.2f}")
     print(f"  predicted speedup: {predicted_paper:.2f}x (verify = 1 pass), "

@@ -35,7 +35,7 @@ from .distill_data import (
     score_text,
     text_chunks,
 )
-from .models import VOCAB_MAP_FILE
+from .models import VOCAB_MAP_FILE, draft_id_table
 
 CKPT = "checkpoint.pt"
 EMBED_INIT_STD = 0.06
@@ -83,9 +83,7 @@ def choose_vocab(seqs: list[TeacherSeq], size: int, full: int, always: list[int]
 
 def vocab_lookup(target_ids: list[int], full: int, oov: int) -> torch.Tensor:
     """(full,) target id -> draft id, ``oov`` for ids the draft does not have."""
-    table = torch.full((full,), oov, dtype=torch.long)
-    table[torch.tensor(target_ids, dtype=torch.long)] = torch.arange(len(target_ids))
-    return table
+    return draft_id_table(torch.tensor(target_ids, dtype=torch.long), full, oov)
 
 
 # ---------------------------------------------------------------- student

@@ -30,7 +30,7 @@ from .events import (
     Summary,
     TopN,
 )
-from .models import ModelPair
+from .models import ModelPair, draft_id_table
 from .sampling import acceptance_ratio, logits_to_probs, residual, sample
 from .text import IncrementalDetokenizer, TokenTexts
 
@@ -71,9 +71,7 @@ class _Model:
         self.vocab_map = vocab_map.to(self.device) if vocab_map is not None else None
         self.to_local: torch.Tensor | None = None
         if vocab_map is not None:
-            to_local = torch.full((vocab_size,), oov_id, dtype=torch.long)
-            to_local[vocab_map] = torch.arange(len(vocab_map))
-            self.to_local = to_local.to(self.device)
+            self.to_local = draft_id_table(vocab_map, vocab_size, oov_id).to(self.device)
 
     @property
     def length(self) -> int:
@@ -195,6 +193,7 @@ class _Run:
         n = len(self.generated)
         reached = stats.reached or []
         kept = stats.kept or []
+        tested = sum(reached)
         summary = Summary(
             tokens=n,
             rounds=stats.rounds,
@@ -210,8 +209,8 @@ class _Run:
             verify_time_s=stats.verify_time,
             wall_time_s=wall,
             tokens_per_s=n / wall if wall > 0 else 0.0,
-            alpha=sum(kept) / sum(reached) if sum(reached) else 0.0,
-            tested=sum(reached),
+            alpha=sum(kept) / tested if tested else 0.0,
+            tested=tested,
         )
         return RunFinished(generated_ids=tuple(self.generated), text=self.detok.text,
                            stop_reason=self.stop_reason or "stopped", summary=summary)

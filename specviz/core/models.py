@@ -105,6 +105,13 @@ class ModelPair:
         return dtype
 
 
+def draft_id_table(vocab_map: torch.Tensor, vocab_size: int, oov_id: int) -> torch.Tensor:
+    """(vocab_size,) target id -> draft id of a reduced-vocabulary draft; ``oov_id`` elsewhere."""
+    table = torch.full((vocab_size,), oov_id, dtype=torch.long)
+    table[vocab_map] = torch.arange(len(vocab_map))
+    return table
+
+
 def _embedding_rows(model: Any) -> int:
     return int(model.get_output_embeddings().weight.shape[0])
 

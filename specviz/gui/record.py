@@ -19,7 +19,6 @@ class SpeedStats:
     tokens_per_s: float = 0.0
     target_calls_per_token: float = 0.0
     alpha: float = 0.0  # P(draft kept | tested): the α of the speedup formula
-    acceptance_rate: float = 0.0  # accepted / drafted
     cost_ratio: float = 0.0  # c = time of one draft forward / time of one verify pass
     expected_speedup: float = 0.0  # from alpha and c (Leviathan et al., eq. 1 and thm 3.8)
     measured_speedup: float = 0.0
@@ -140,7 +139,6 @@ class RunRecord:
             stats.measured_against = "baseline run"
             return stats
         stats.alpha = self.alpha
-        stats.acceptance_rate = self.acceptance_rate
         stats.cost_ratio = t_draft / t_target if t_target > 0 else 0.0
         stats.expected_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
         if baseline_tokens_per_s:
