@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,7 +125,7 @@ def build_student(target: Any, shape: StudentShape, target_ids: list[int], draft
     torch.manual_seed(seed)
     student = LlamaForCausalLM(config)
     with torch.no_grad():
-        emb = target.get_input_embeddings().weight.detach().float()
+        emb = target.get_input_embeddings().weight.detach().float().cpu()
         rows = emb[torch.tensor(target_ids, dtype=torch.long)]  # (V', H_t)
         if rows.shape[1] == shape.hidden:
             init = rows
@@ -165,7 +167,10 @@ def load_init(folder: Path, full: int) -> tuple[Any, list[int], int, StudentShap
     card = readme.read_text(encoding="utf-8") if readme.is_file() else ""
     command = next((line.split("`")[1] for line in card.splitlines()
                     if line.startswith("- Command:") and line.count("`") >= 2), "")
-    return student, target_ids, oov, shape, command
+    # Its own lineage, if it was itself continued from another draft (one line per step).
+    before = [c for line in card.splitlines() if line.startswith("- Continued from")
+              for c in re.findall(r"itself made by `([^`]*)`", line)]
+    return student, target_ids, oov, shape, " ← ".join([command] + before) if command else ""
 
 
 # ---------------------------------------------------------------- batches and loss
@@ -179,6 +184,11 @@ class Batch:
     top_ids: torch.Tensor  # (B, T, k) draft ids of the teacher's top-k, -1 if not kept
     top_lp: torch.Tensor  # (B, T, k) log p
     mask: torch.Tensor  # (B, T) True where a teacher row exists
+
+    def to(self, device: torch.device) -> Batch:
+        """The same batch on ``device``."""
+        return Batch(*(t.to(device, non_blocking=True)
+                       for t in (self.inputs, self.top_ids, self.top_lp, self.mask)))
 
 
 def make_batch(seqs: list[TeacherSeq], lookup: torch.Tensor, oov: int,
@@ -217,6 +227,10 @@ class LossParts:
     agree: torch.Tensor  # (B, T) argmax q == argmax p
 
 
+def _cpu(parts: LossParts) -> LossParts:
+    return LossParts(*(t.detach().cpu() for t in (parts.ce, parts.kl, parts.alpha, parts.agree)))
+
+
 def distill_loss(logits: torch.Tensor, batch: Batch) -> LossParts:
     """KL(p || q) over the teacher's top-k ids plus one bucket for all the other ids."""
     logq = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V')
@@ -244,7 +258,8 @@ def evaluate(student: Any, seqs: list[TeacherSeq], lookup: torch.Tensor, oov: in
     kept = lookup != oov
     for i in range(0, len(seqs), batch_size):
         batch = make_batch(seqs[i:i + batch_size], lookup, oov, seq_len)
-        parts = distill_loss(student(input_ids=batch.inputs).logits, batch)
+        logits = student(input_ids=batch.inputs.to(student.device)).logits
+        parts = _cpu(distill_loss(logits, batch.to(student.device)))
         m = batch.mask
         cover = torch.zeros_like(parts.kl)
         for row, s in enumerate(seqs[i:i + batch_size]):
@@ -309,15 +324,26 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
     bar = tqdm(total=args.steps, initial=step, desc="distil", unit="step",
                disable=args.quiet, dynamic_ncols=True)
     last_eval = time.time()
+
+    def build(at: int) -> Batch:
+        idx = batch_indices(at, len(data), args.batch_size, args.seed)
+        return make_batch([data[i] for i in idx], lookup, oov, args.seq_len)
+
+    # The next batch is assembled on a second thread while this one trains (on a GPU the
+    # assembly would otherwise take longer than the step).
+    pool = ThreadPoolExecutor(max_workers=1)
+    upcoming = pool.submit(build, step)
     try:
         while step < args.steps:
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, args.steps, args.lr)
-            idx = batch_indices(step, len(data), args.batch_size, args.seed)
-            batch = make_batch([data[i] for i in idx], lookup, oov, args.seq_len)
-            # bf16 autocast: ~3x faster matmuls on CPUs with AVX512-BF16/AMX; the master
-            # weights, optimizer and loss stay fp32.
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            batch = upcoming.result().to(student.device)
+            if step + 1 < args.steps:
+                upcoming = pool.submit(build, step + 1)
+            # bf16 autocast: ~3x faster matmuls on CPUs with AVX512-BF16/AMX (and the tensor
+            # cores of a GPU); the master weights, optimizer and loss stay fp32.
+            with torch.autocast(student.device.type, dtype=torch.bfloat16,
+                                enabled=args.precision == "bf16"):
                 logits = student(input_ids=batch.inputs).logits
             parts = distill_loss(logits, batch)
             m = batch.mask
@@ -347,6 +373,8 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
         print(f"Interrupted: checkpoint saved at step {step}; run the same command to resume.",
               file=sys.stderr)
         raise
+    finally:
+        pool.shutdown(cancel_futures=True)
     bar.close()
     return history
 
@@ -371,14 +399,16 @@ def write_draft(student: Any, tokenizer: Any, out: Path, target_ids: list[int], 
 
 def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shape: StudentShape,
                n_params: int, data_rows: int, n_seqs: int, heldout: EvalResult,
-               untrained: EvalResult, minutes: float, init_command: str = "") -> str:
+               untrained: EvalResult, minutes: float, init_command: str = "",
+               hardware: str = "") -> str:
     """A short README for the draft folder."""
     command = "specviz distill " + " ".join(shlex.quote(a) for a in argv)
     start = "start (--init)" if args.init else "untrained"
     lineage = ""
     if args.init:
         lineage = (f"- Continued from the draft in `{args.init}`"
-                   + (f", itself made by `{init_command}`" if init_command else "") + ".\n")
+                   + "".join(f", itself made by `{c}`" for c in init_command.split(" ← ") if c)
+                   + ".\n")
     h, u = heldout, untrained
     sources = []
     if args.teacher_tokens > 0:
@@ -400,7 +430,7 @@ distributions on text the target generated itself. Same tokenizer as the target.
   q = 0 for other ids, so speculative sampling stays exact.
 - Data: {'; '.join(sources)}; {n_seqs} sequences, {data_rows} teacher rows.
 - Training: {args.steps} steps, batch {args.batch_size}, sequence length {args.seq_len},
-  lr {args.lr}, seed {args.seed}; this run's training took {minutes:.0f} min.
+  lr {args.lr}, seed {args.seed}; this run's training took {minutes:.0f} min{hardware}.
 
 ## Measured on held-out prompts ({heldout.rows} target positions)
 
@@ -464,6 +494,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--teacher-precision", choices=["bf16", "fp32"], default="bf16",
                    help="the target's precision for training rows (held-out rows: fp32)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
+                   help="where the teacher and the student run (auto: cuda if available)")
     p.add_argument("--save-dtype", choices=["float16", "bfloat16", "float32"],
                    default="float16", help="dtype of the saved weights (loaders upcast)")
     p.add_argument("--stage", choices=["all", "data"], default="all",
@@ -548,7 +580,7 @@ def main(argv: list[str]) -> int:
     work = Path(args.work_dir).expanduser() if args.work_dir else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    loaded = load_model(args.target, device="cpu", dtype="float32",
+    loaded = load_model(args.target, device=args.device, dtype="float32",
                         progress=None if args.quiet else lambda m: print(m, file=sys.stderr))
     target, tokenizer = loaded.model, loaded.tokenizer
     full = int(target.get_output_embeddings().weight.shape[0])
@@ -592,6 +624,7 @@ def main(argv: list[str]) -> int:
                              args.intermediate, len(target_ids) if args.vocab else 0)
         student = build_student(target, shape, target_ids, oov, args.seed)
     lookup = vocab_lookup(target_ids, full, oov)
+    student.to(target.device)
     untrained = evaluate(student, heldout, lookup, oov, args.seq_len)
     n_params = sum(p.numel() for p in student.parameters())
     start = "initial" if args.init else "untrained"
@@ -607,8 +640,11 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 130
     result = evaluate(student, heldout, lookup, oov, args.seq_len)
+    device = student.device
+    hardware = (f" on {torch.cuda.get_device_name(device)}" if device.type == "cuda"
+                else f" on the CPU ({torch.get_num_threads()} threads)")
     card = model_card(args, argv, loaded.name, shape, n_params, count_rows(data), len(data),
-                      result, untrained, (time.time() - t0) / 60, init_command)
+                      result, untrained, (time.time() - t0) / 60, init_command, hardware)
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16,
              "float32": torch.float32}[args.save_dtype]
     write_draft(student, tokenizer, out, target_ids, oov, full, card, dtype)

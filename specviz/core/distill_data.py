@@ -19,6 +19,10 @@ from .distill_prompts import heldout_prompts, train_prompts
 # Sampling temperatures cycled over the rows of a batch: T=1 matches the distribution the
 # draft must copy; greedy and cooler rows give the contexts a T=0 run will see.
 ROW_TEMPERATURES = (1.0, 0.0, 0.7, 1.0)
+# A greedy row first samples this many tokens at T = 1 (uniform in [0, max)), so that its
+# greedy continuation differs from the other passes over the same prompt: a long run visits
+# each prompt hundreds of times, and pure greedy rows would repeat one sequence.
+GREEDY_PREFIX_MAX = 12
 
 Tick = Callable[[int], None]
 
@@ -65,8 +69,14 @@ def sample_batch(
     pad_id: int,
     generator: torch.Generator,
     tick: Tick | None = None,
+    sampled_prefix: list[int] | None = None,
 ) -> list[TeacherSeq]:
-    """Sample continuations from the target, batched with left padding and a KV cache."""
+    """Sample continuations from the target, batched with left padding and a KV cache.
+
+    Runs on the model's device; ``generator`` must live there too. Results are on the CPU.
+    Row i samples its first ``sampled_prefix[i]`` tokens at T = 1, then at its temperature.
+    """
+    dev = model.device
     batch = len(prompts)
     width = max(len(p) for p in prompts)
     ids = torch.full((batch, width), pad_id, dtype=torch.long)
@@ -74,16 +84,19 @@ def sample_batch(
     for row, prompt in enumerate(prompts):
         ids[row, width - len(prompt):] = torch.tensor(prompt)
         mask[row, width - len(prompt):] = 1
+    ids, mask = ids.to(dev), mask.to(dev)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, W)
-    temps = torch.tensor(temperatures, dtype=torch.float32).unsqueeze(-1)  # (B, 1)
+    temps = torch.tensor(temperatures, dtype=torch.float32, device=dev).unsqueeze(-1)  # (B, 1)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
+    prefix = torch.tensor(sampled_prefix or [0] * batch, device=dev).unsqueeze(-1)  # (B, 1)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
     past = out.past_key_values
     logits = out.logits[:, -1].float()  # (B, V)
     new_ids: list[torch.Tensor] = []
     top_ids: list[torch.Tensor] = []
     top_lp: list[torch.Tensor] = []
-    done = torch.zeros(batch, dtype=torch.bool)
-    lengths = torch.full((batch,), max_new_tokens, dtype=torch.long)
+    done = torch.zeros(batch, dtype=torch.bool, device=dev)
+    lengths = torch.full((batch,), max_new_tokens, dtype=torch.long, device=dev)
     last_pos = positions[:, -1:]
     for step in range(max_new_tokens):
         logp = torch.log_softmax(logits, dim=-1)  # (B, V): p at T = 1
@@ -91,12 +104,13 @@ def sample_batch(
         top_ids.append(indices.to(torch.int32))
         top_lp.append(values.to(torch.float16))
         greedy = logp.argmax(dim=-1)
-        probs = torch.softmax(logp / temps.clamp(min=1e-4), dim=-1)
+        temp = torch.where(prefix > step, torch.ones_like(temps), temps)  # (B, 1)
+        probs = torch.softmax(logp / temp.clamp(min=1e-4), dim=-1)
         sampled = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        token = torch.where(temps.squeeze(-1) > 0, sampled, greedy)  # (B,)
+        token = torch.where(temp.squeeze(-1) > 0, sampled, greedy)  # (B,)
         token = torch.where(done, torch.full_like(token, pad_id), token)
         new_ids.append(token)
-        is_eos = torch.tensor([int(t) in eos_ids for t in token.tolist()])
+        is_eos = torch.isin(token, eos)
         finished_now = is_eos & ~done
         lengths[finished_now] = step + 1
         done |= is_eos
@@ -104,15 +118,16 @@ def sample_batch(
             tick(int((~done).sum()) + int(finished_now.sum()))
         if bool(done.all()) or step == max_new_tokens - 1:
             break
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=-1)
+        mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long, device=dev)], dim=-1)
         last_pos = last_pos + 1
         out = model(input_ids=token.unsqueeze(-1), attention_mask=mask, position_ids=last_pos,
                     past_key_values=past, use_cache=True)
         past = out.past_key_values
         logits = out.logits[:, -1].float()
-    gen = torch.stack(new_ids, dim=1)  # (B, n)
-    tids = torch.stack(top_ids, dim=1)  # (B, n, k)
-    tlp = torch.stack(top_lp, dim=1)  # (B, n, k)
+    gen = torch.stack(new_ids, dim=1).cpu()  # (B, n)
+    tids = torch.stack(top_ids, dim=1).cpu()  # (B, n, k)
+    tlp = torch.stack(top_lp, dim=1).cpu()  # (B, n, k)
+    lengths = lengths.cpu()
     seqs = []
     for row, prompt in enumerate(prompts):
         n = min(int(lengths[row]), int(gen.shape[1]))
@@ -132,8 +147,9 @@ def score_text(model: Any, chunks: list[list[int]], top_k: int, batch: int) -> l
         ids = torch.zeros((len(group), width), dtype=torch.long)
         for row, chunk in enumerate(group):
             ids[row, :len(chunk)] = torch.tensor(chunk)  # right padding: causal, harmless
-        logp = torch.log_softmax(model(input_ids=ids).logits.float(), dim=-1)  # (B, W, V)
-        values, indices = logp.topk(top_k, dim=-1)
+        logits = model(input_ids=ids.to(model.device)).logits.float()
+        logp = torch.log_softmax(logits, dim=-1)  # (B, W, V)
+        values, indices = (t.cpu() for t in logp.topk(top_k, dim=-1))
         for row, chunk in enumerate(group):
             n = len(chunk) - 1  # row j predicts chunk[1 + j]
             seqs.append(TeacherSeq(ids=torch.tensor(chunk, dtype=torch.int32), start=1,
@@ -219,15 +235,19 @@ def generate_shards(
             continue
         if done_rows >= tokens:
             return
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + shard)
+        gen = torch.Generator(model.device).manual_seed(seed * 1_000_003 + shard)
         encoded = [encode_prompt(tokenizer, text, chat) for text, chat in prompts]
         temps = [ROW_TEMPERATURES[i % len(ROW_TEMPERATURES)] for i in range(batch)]
+        draws = torch.randint(0, GREEDY_PREFIX_MAX, (batch,),
+                              generator=torch.Generator().manual_seed(seed * 7 + shard))
+        prefix = [int(d) if t == 0 else 0 for d, t in zip(draws.tolist(), temps, strict=True)]
 
         def tick(n: int) -> None:
             if progress is not None:
                 progress(n, 0)
 
-        seqs = sample_batch(model, encoded, temps, max_new_tokens, top_k, eos, pad, gen, tick)
+        seqs = sample_batch(model, encoded, temps, max_new_tokens, top_k, eos, pad, gen, tick,
+                            prefix)
         save_shard(path, seqs)
         done_rows += count_rows(seqs)
         if progress is not None:

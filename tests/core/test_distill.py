@@ -122,6 +122,19 @@ def test_init_continues_from_an_existing_draft(tiny_target: Path, tmp_path: Path
     card = (second / "out" / "README.md").read_text()
     assert "Continued from the draft in" in card and "--seed 7" in card
 
+    # A third run keeps the whole lineage: its card names both earlier commands, newest first.
+    third = tmp_path / "third"
+    argv = _argv(tiny_target, third / "out", third / "work", 2)
+    argv += ["--init", str(second / "out")]
+    assert distill.main(argv) == 0
+    lineage = [line for line in (third / "out" / "README.md").read_text().splitlines()
+               if line.startswith("- Continued from")]
+    assert len(lineage) == 1
+    made_by = lineage[0].split("itself made by")[1:]
+    assert len(made_by) == 2
+    assert "--seed 8" in made_by[0] and "--init" in made_by[0]
+    assert "--seed 7" in made_by[1] and "--init" not in made_by[1]
+
 
 def test_loss_is_zero_when_q_equals_p() -> None:
     logits = torch.randn(1, 3, 10)
@@ -166,3 +179,26 @@ def test_shipped_draft_pairs_with_the_bundled_target() -> None:
     target_tok = AutoTokenizer.from_pretrained(BUNDLED_DRAFT_DIR)
     assert target_tok.get_vocab() == pair.tokenizer.get_vocab()
     assert pair.draft_vocab_map is not None and pair.vocab_size == 49152
+
+
+def test_greedy_rows_after_a_sampled_prefix(tiny_target: Path) -> None:
+    """Row 0 is greedy from the start; row 1 samples 3 tokens first, then is greedy."""
+    from specviz.core.distill_data import sample_batch
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_target, dtype=torch.float32).eval()
+    prompt = [5, 17, 42]
+    firsts = set()
+    for seed in range(4):
+        seqs = sample_batch(model, [prompt, prompt], [0.0, 0.0], 12, 4, set(), 0,
+                            torch.Generator().manual_seed(seed), sampled_prefix=[0, 3])
+        for seq, free in zip(seqs, (0, 3), strict=True):
+            new = seq.ids[seq.start:]
+            assert new.numel() == 12
+            # Every token after the sampled prefix is the teacher's argmax at that step.
+            assert torch.equal(new[free:], seq.top_ids[free:, 0].to(new.dtype))
+        firsts.add(tuple(seqs[1].ids[seqs[1].start:seqs[1].start + 3].tolist()))
+        greedy = seqs[0].ids.tolist()
+        reference = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
+                                   attention_mask=torch.ones(1, 3, dtype=torch.long))
+        assert greedy == reference[0].tolist()
+    assert len(firsts) > 1  # the prefix is sampled, not greedy
