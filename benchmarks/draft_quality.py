@@ -3,10 +3,13 @@
     .venv/bin/python benchmarks/draft_quality.py [--draft smollm2-135m-draft] [--prompts 12]
 
 Reports, with K = 4 (the issue's goals in brackets):
-  * α = P(draft kept | tested) at temperature 0 [≥ 0.6] and 1 [≥ 0.5], through specviz's
+  * α = P(draft kept | tested) at temperature 0 [≥ 0.6] and 1 [≥ 0.5] on held-out prompts
+    (unseen fillings of the training templates), through specviz's
     SpeculativeDecoder: the α of Leviathan et al.'s speedup formula. Also accepted ÷ drafted,
     which counts the drafts after a rejection that were never tested, and so is lower:
     (α + … + α^K) / K for i.i.d. acceptance. And P(kept) per draft position;
+  * the same α on --free-prompts hand-written prompts outside the templates (no goal: how
+    far the draft carries beyond the kind of text it was distilled on);
   * cost of one cached single-token forward, draft / target [≤ 1/8];
   * end-to-end tokens/s at temperature 0, target alone vs speculative for each K in
     --speed-k, interleaved on the same prompts in one run [≥ 1.3x], and a check that greedy
@@ -28,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz.core.distill_prompts import heldout_prompts  # noqa: E402
+from specviz.core.distill_prompts import free_prompts, heldout_prompts  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
 from specviz.core.models import ModelPair, draft_id_table, load_pair  # noqa: E402
@@ -44,10 +47,10 @@ def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> 
     return done
 
 
-def prompts_for(pair: ModelPair, n: int) -> list[str]:
-    """The first ``n`` held-out prompts, chat-templated where the set says so."""
-    return [chat_prompt(pair.tokenizer, text) if chat else text
-            for text, chat in heldout_prompts()[:n]]
+def prompts_for(pair: ModelPair, n: int, free: bool = False) -> list[str]:
+    """The first ``n`` held-out (or hand-written) prompts, chat-templated where it says so."""
+    pool = free_prompts() if free else heldout_prompts()
+    return [chat_prompt(pair.tokenizer, text) if chat else text for text, chat in pool[:n]]
 
 
 def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
@@ -68,9 +71,10 @@ def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
                 drafted += event.summary.drafted
                 rounds += event.summary.rounds
                 tokens += event.summary.tokens
-    return {"temperature": temperature, "alpha": acc / max(drafted, 1), "accepted": acc,
+    return {"temperature": temperature, "accepted_over_drafted": acc / max(drafted, 1),
+            "accepted": acc,
             "drafted": drafted, "tokens_per_round": tokens / max(rounds, 1),
-            "per_token": sum(kept) / max(sum(reached), 1),
+            "alpha": sum(kept) / max(sum(reached), 1),
             "by_position": [kept[j] / max(reached[j], 1) for j in range(k)]}
 
 
@@ -111,9 +115,13 @@ def main() -> int:
     ap.add_argument("--target", default="smollm2-135m")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=12, help="held-out prompts used")
+    ap.add_argument("--free-prompts", type=int, default=12,
+                    help="hand-written prompts outside the training templates (0: skip)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--speed-prompts", type=int, default=6)
     ap.add_argument("--speed-k", default="2,3,4", help="K values timed against the target")
+    ap.add_argument("--speed-set", choices=["heldout", "free"], default="heldout",
+                    help="prompts the speed is timed on")
     ap.add_argument("--reps", type=int, default=1, help="timed passes after one warm-up")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the results to this file")
@@ -143,16 +151,28 @@ def main() -> int:
         r = acceptance(pair, prompts, temperature, args.k, args.max_new_tokens)
         results[f"acceptance_t{temperature:g}"] = r
         print(f"T={temperature:g}, K={args.k}: α = P(draft kept | tested) = "
-              f"{r['per_token']:.3f} (goal >= {goal}); accepted ÷ drafted = {r['alpha']:.3f} "
+              f"{r['alpha']:.3f} (goal >= {goal}); accepted ÷ drafted = "
+              f"{r['accepted_over_drafted']:.3f} "
               f"({r['accepted']}/{r['drafted']}); tokens per round "
               f"{r['tokens_per_round']:.2f}; P(kept) by position "
               f"{', '.join(f'{x:.2f}' for x in r['by_position'])}", flush=True)
 
+    if args.free_prompts:
+        free = prompts_for(pair, args.free_prompts, free=True)
+        for temperature in (0.0, 1.0):
+            r = acceptance(pair, free, temperature, args.k, args.max_new_tokens)
+            results[f"free_acceptance_t{temperature:g}"] = r
+            print(f"hand-written prompts ({len(free)}), T={temperature:g}, K={args.k}: α = "
+                  f"{r['alpha']:.3f}; accepted ÷ drafted = {r['accepted_over_drafted']:.3f}; "
+                  f"tokens per round {r['tokens_per_round']:.2f}", flush=True)
+
     ks = [int(k) for k in args.speed_k.split(",")]
-    s = speed(pair, prompts[:args.speed_prompts], ks, args.max_new_tokens, args.reps)
+    timed = prompts if args.speed_set == "heldout" else prompts_for(pair, 99, free=True)
+    s = speed(pair, timed[:args.speed_prompts], ks, args.max_new_tokens, args.reps)
     results["speed_t0"] = s
-    print(f"speed at T=0: target alone {s['target_tok_s']:.2f} tok/s; greedy outputs "
-          f"differing from it: {s['greedy_mismatches']} (must be 0)", flush=True)
+    print(f"speed at T=0 ({args.speed_set} prompts): target alone {s['target_tok_s']:.2f} "
+          f"tok/s; greedy outputs differing from it: {s['greedy_mismatches']} (must be 0)",
+          flush=True)
     for k, v in s["by_k"].items():
         print(f"  K={k}: speculative {v['spec_tok_s']:.2f} tok/s, speedup {v['speedup']:.2f}x "
               f"(goal >= 1.3)", flush=True)

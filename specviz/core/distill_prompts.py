@@ -120,6 +120,29 @@ def all_prompts(n_chat: int = 660, n_raw: int = 110) -> tuple[tuple[str, bool], 
     return tuple(out)
 
 
+# Written by hand, outside every template above, and never trained on: a measure of how the
+# draft does on the kind of prompt a user types, not only on unseen fillings of known templates.
+FREE_PROMPTS = (
+    "Explain speculative decoding in one paragraph.",
+    "Write a limerick about a cat who learns to fly.",
+    "What were the main causes of the First World War?",
+    "Summarise the plot of Hamlet in a few sentences.",
+    "My sourdough starter smells like nail polish. What should I do?",
+    "Compare Python lists and tuples, with an example of each.",
+    "Plan a three-day trip to Kyoto for someone who loves gardens.",
+    "Why does ice float on water?",
+    "Draft a polite message declining a meeting invitation.",
+    "What is the difference between a virus and a bacterium?",
+    "Give me a recipe for a quick vegetarian dinner.",
+    "How does a hash table handle collisions?",
+)
+
+
+def free_prompts() -> list[tuple[str, bool]]:
+    """Hand-written evaluation prompts (chat template), never used for training."""
+    return [(text, True) for text in FREE_PROMPTS]
+
+
 def train_prompts() -> list[tuple[str, bool]]:
     """Prompts used for teacher data."""
     return [p for i, p in enumerate(all_prompts()) if i % HOLDOUT_EVERY != 0]

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.core import distill
-from specviz.core.distill_prompts import heldout_prompts, train_prompts
+from specviz.core.distill_prompts import all_prompts, free_prompts, heldout_prompts, train_prompts
 from specviz.core.models import BUNDLED_DRAFT_DIR, VOCAB_MAP_FILE, load_model, load_pair
 from tests.tiny import byte_tokenizer, tiny_llama
 
@@ -154,6 +154,9 @@ def test_heldout_prompts_are_disjoint_from_training_prompts() -> None:
     held, train = set(heldout_prompts()), set(train_prompts())
     assert len(held) >= 50 and len(train) >= 500
     assert not held & train
+    # The hand-written prompts match no template filling, held out or not.
+    free = {text for text, _ in free_prompts()}
+    assert len(free) == 12 and not free & {text for text, _ in all_prompts()}
 
 
 def test_lookup_maps_missing_ids_to_oov() -> None:
