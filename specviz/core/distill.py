@@ -33,6 +33,7 @@ from .distill_data import (
     count_rows,
     generate_shards,
     load_shards,
+    read_prompt_files,
     save_shard,
     score_text,
     text_chunks,
@@ -412,8 +413,11 @@ def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shap
     h, u = heldout, untrained
     sources = []
     if args.teacher_tokens > 0:
-        sources.append(f"{args.teacher_tokens} target-sampled continuation tokens of built-in "
-                       f"prompts (specviz.core.distill_prompts, held-out prompts excluded)")
+        pools = [] if args.no_template_prompts else [
+            "built-in template prompts (specviz.core.distill_prompts, held-out excluded)"]
+        pools += [f"prompts of {Path(f).name}" for f in args.prompt_file]
+        sources.append(f"{args.teacher_tokens} target-sampled continuation tokens of "
+                       + " and ".join(pools))
     for path in args.text:
         sources.append(f"text file {Path(path).name}")
     return f"""# Distilled draft for {target_name}
@@ -466,6 +470,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--work-dir", help="teacher data and checkpoints (default: <out>.work)")
     p.add_argument("--text", action="append", default=[], metavar="FILE",
                    help="local text file to distil on (repeatable)")
+    p.add_argument("--prompt-file", action="append", default=[], metavar="FILE",
+                   help="more prompts for the target to answer, one per line (repeatable)")
+    p.add_argument("--no-template-prompts", action="store_true",
+                   help="train only on --prompt-file prompts, not the built-in templates")
     p.add_argument("--teacher-tokens", type=int, default=200_000,
                    help="target-generated tokens to collect (0: only --text)")
     p.add_argument("--heldout-tokens", type=int, default=6_000,
@@ -504,6 +512,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.teacher_tokens <= 0 and not args.text:
         p.error("nothing to train on: give --teacher-tokens > 0 or --text FILE")
+    if args.no_template_prompts and not args.prompt_file:
+        p.error("--no-template-prompts needs at least one --prompt-file")
+    for path in args.prompt_file + args.text:
+        if not Path(path).is_file():
+            p.error(f"file not found: {path}")
     if args.hidden % args.heads or args.heads % args.kv_heads:
         p.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
     return args
@@ -542,7 +555,9 @@ def _collect(target: Any, tokenizer: Any, args: argparse.Namespace, work: Path) 
 
                 teacher = copy.deepcopy(target).to(torch.bfloat16)
             generate_shards(teacher, tokenizer, folder, tokens, args.gen_batch,
-                            args.max_new_tokens, args.top_k, seed, heldout, progress)
+                            args.max_new_tokens, args.top_k, seed, heldout, progress,
+                            read_prompt_files([Path(f) for f in args.prompt_file]),
+                            not args.no_template_prompts)
             del teacher
             bar.close()
     text_dir = work / "text"

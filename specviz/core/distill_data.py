@@ -171,9 +171,30 @@ def text_chunks(tokenizer: Any, paths: list[Path], length: int) -> list[list[int
     return chunks
 
 
-def prompt_stream(chat_ok: bool, seed: int, heldout: bool = False) -> Iterator[tuple[str, bool]]:
-    """Endless prompts: passes over the set, each pass in a seed-dependent order."""
-    pool = heldout_prompts() if heldout else train_prompts()
+def read_prompt_files(paths: list[Path]) -> list[tuple[str, bool]]:
+    """Prompts from text files, one per line (blank lines and '#' lines skipped), chat-templated."""
+    prompts: list[tuple[str, bool]] = []
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                prompts.append((line.strip(), True))
+    return prompts
+
+
+def prompt_stream(chat_ok: bool, seed: int, heldout: bool = False,
+                  extra: list[tuple[str, bool]] | None = None,
+                  templates: bool = True) -> Iterator[tuple[str, bool]]:
+    """Endless prompts: passes over the set, each pass in a seed-dependent order.
+
+    Training draws from the built-in template prompts (unless ``templates`` is False) plus
+    ``extra``; the held-out set is always the built-in held-out templates.
+    """
+    if heldout:
+        pool = heldout_prompts()
+    else:
+        pool = (train_prompts() if templates else []) + list(extra or [])
+    if not pool:
+        raise ValueError("no training prompts: give a prompt file or keep the built-in ones")
     if not chat_ok:
         pool = [(text, False) for text, _ in pool]
     epoch = 0
@@ -218,6 +239,8 @@ def generate_shards(
     seed: int,
     heldout: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    extra_prompts: list[tuple[str, bool]] | None = None,
+    templates: bool = True,
 ) -> None:
     """Fill ``folder`` with shards until it holds ``tokens`` teacher rows; resumes where it was."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -225,7 +248,7 @@ def generate_shards(
     eos = _eos_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos, default=0)
     done_rows = count_rows(load_shards(folder))
-    stream = prompt_stream(chat_ok, seed, heldout)
+    stream = prompt_stream(chat_ok, seed, heldout, extra_prompts, templates)
     shard = 0
     while True:
         path = folder / f"shard_{shard:05d}.pt"

@@ -205,3 +205,32 @@ def test_greedy_rows_after_a_sampled_prefix(tiny_target: Path) -> None:
                                    attention_mask=torch.ones(1, 3, dtype=torch.long))
         assert greedy == reference[0].tolist()
     assert len(firsts) > 1  # the prefix is sampled, not greedy
+
+
+def test_prompt_file_replaces_the_templates(tiny_target: Path, tmp_path: Path) -> None:
+    from specviz.core.distill_data import load_shards
+
+    lines = ["The cat sat on", "# a comment, skipped", "", "Numbers: one, two,"]
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    work = tmp_path / "work"
+    argv = _argv(tiny_target, tmp_path / "out", work, 2)
+    argv += ["--prompt-file", str(prompts), "--no-template-prompts", "--stage", "data"]
+    assert distill.main(argv) == 0
+    tok = AutoTokenizer.from_pretrained(tiny_target)
+    wanted = {tuple(tok.encode(t, add_special_tokens=False)) for t in (lines[0], lines[3])}
+    seqs = load_shards(work / "train")
+    assert len(seqs) >= 16
+    assert {tuple(s.ids[:s.start].tolist()) for s in seqs} == wanted  # both, and only these
+    # The held-out set stays the built-in one, so evaluations remain comparable.
+    assert all(tuple(s.ids[:s.start].tolist()) not in wanted
+               for s in load_shards(work / "heldout"))
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--target", "x", "--out", "y", "--no-template-prompts"])
+
+
+def test_general_prompt_file_is_disjoint_from_evaluation_prompts() -> None:
+    path = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "general.txt"
+    general = set(path.read_text(encoding="utf-8").splitlines())
+    assert len(general) >= 100
+    assert not general & {text for text, _ in free_prompts() + heldout_prompts()}
