@@ -55,9 +55,12 @@ def prompts_for(pair: ModelPair, n: int, free: bool = False) -> list[str]:
 
 def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
                max_new: int) -> dict[str, Any]:
-    """α = accepted / drafted over all prompts, and P(accept | position reached)."""
-    acc = drafted = rounds = tokens = 0
+    """α = P(kept | tested) over all prompts, P(kept | position reached), and the share of
+    output tokens a reduced-vocabulary draft cannot propose (each one is a sure rejection)."""
+    acc = drafted = rounds = tokens = outside = 0
     reached, kept = [0] * k, [0] * k
+    in_vocab = (None if pair.draft_vocab_map is None
+                else frozenset(pair.draft_vocab_map.tolist()))
     for i, prompt in enumerate(prompts):
         s = Settings(k=k, temperature=temperature, max_new_tokens=max_new, seed=i)
         for event in SpeculativeDecoder(pair, s).run(prompt):
@@ -66,6 +69,8 @@ def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
                     if pos.status != "discarded":  # discarded: after a rejection, not tried
                         reached[pos.index] += 1
                         kept[pos.index] += pos.status == "accepted"
+                if in_vocab is not None:
+                    outside += sum(t not in in_vocab for t in event.appended_ids)
             elif isinstance(event, RunFinished):
                 acc += event.summary.accepted
                 drafted += event.summary.drafted
@@ -75,7 +80,8 @@ def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
             "accepted": acc,
             "drafted": drafted, "tokens_per_round": tokens / max(rounds, 1),
             "alpha": sum(kept) / max(sum(reached), 1),
-            "by_position": [kept[j] / max(reached[j], 1) for j in range(k)]}
+            "by_position": [kept[j] / max(reached[j], 1) for j in range(k)],
+            "outside_draft_vocab": outside / max(tokens, 1)}
 
 
 def speed(pair: ModelPair, prompts: list[str], ks: list[int], max_new: int,
@@ -115,13 +121,16 @@ def main() -> int:
     ap.add_argument("--target", default="smollm2-135m")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=12, help="held-out prompts used")
+    ap.add_argument("--prompt", action="append", metavar="TEXT",
+                    help="measure on this chat prompt instead of the held-out ones "
+                         "(repeatable; the goals are then only for reference)")
     ap.add_argument("--free-prompts", type=int, default=12,
                     help="hand-written prompts outside the training templates (0: skip)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--speed-prompts", type=int, default=6)
+    ap.add_argument("--speed-prompts", type=int, default=6, help="0: skip the timing")
     ap.add_argument("--speed-k", default="2,3,4", help="K values timed against the target")
     ap.add_argument("--speed-set", choices=["heldout", "free"], default="heldout",
-                    help="prompts the speed is timed on")
+                    help="prompts the speed is timed on (heldout: those of --prompt if given)")
     ap.add_argument("--reps", type=int, default=1, help="timed passes after one warm-up")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the results to this file")
@@ -131,7 +140,9 @@ def main() -> int:
           f"command: {' '.join(sys.argv)}", flush=True)
     pair = load_pair(args.draft, args.target, device="cpu")
     assert pair.draft is not None
-    prompts = prompts_for(pair, args.prompts)
+    prompts = ([chat_prompt(pair.tokenizer, text) for text in args.prompt] if args.prompt
+               else prompts_for(pair, args.prompts))
+    label = "given" if args.prompt else "heldout"
 
     probe = pair.tokenizer(prompts[0], return_tensors="pt")["input_ids"]
     draft_probe = probe
@@ -150,12 +161,14 @@ def main() -> int:
     for temperature, goal in ((0.0, 0.6), (1.0, 0.5)):
         r = acceptance(pair, prompts, temperature, args.k, args.max_new_tokens)
         results[f"acceptance_t{temperature:g}"] = r
-        print(f"T={temperature:g}, K={args.k}: α = P(draft kept | tested) = "
+        print(f"{label} prompts ({len(prompts)}), T={temperature:g}, K={args.k}: "
+              f"α = P(draft kept | tested) = "
               f"{r['alpha']:.3f} (goal >= {goal}); accepted ÷ drafted = "
               f"{r['accepted_over_drafted']:.3f} "
               f"({r['accepted']}/{r['drafted']}); tokens per round "
               f"{r['tokens_per_round']:.2f}; P(kept) by position "
-              f"{', '.join(f'{x:.2f}' for x in r['by_position'])}", flush=True)
+              f"{', '.join(f'{x:.2f}' for x in r['by_position'])}; output tokens outside "
+              f"the draft's vocabulary {r['outside_draft_vocab']:.1%}", flush=True)
 
     if args.free_prompts:
         free = prompts_for(pair, args.free_prompts, free=True)
@@ -164,20 +177,28 @@ def main() -> int:
             results[f"free_acceptance_t{temperature:g}"] = r
             print(f"hand-written prompts ({len(free)}), T={temperature:g}, K={args.k}: α = "
                   f"{r['alpha']:.3f}; accepted ÷ drafted = {r['accepted_over_drafted']:.3f}; "
-                  f"tokens per round {r['tokens_per_round']:.2f}", flush=True)
+                  f"tokens per round {r['tokens_per_round']:.2f}; output tokens outside the "
+                  f"draft's vocabulary {r['outside_draft_vocab']:.1%}", flush=True)
 
     ks = [int(k) for k in args.speed_k.split(",")]
+    if not args.speed_prompts or not ks:
+        return _write(args.json, results)
     timed = prompts if args.speed_set == "heldout" else prompts_for(pair, 99, free=True)
     s = speed(pair, timed[:args.speed_prompts], ks, args.max_new_tokens, args.reps)
     results["speed_t0"] = s
-    print(f"speed at T=0 ({args.speed_set} prompts): target alone {s['target_tok_s']:.2f} "
+    timed_label = label if args.speed_set == "heldout" else "free"
+    print(f"speed at T=0 ({timed_label} prompts): target alone {s['target_tok_s']:.2f} "
           f"tok/s; greedy outputs differing from it: {s['greedy_mismatches']} (must be 0)",
           flush=True)
     for k, v in s["by_k"].items():
         print(f"  K={k}: speculative {v['spec_tok_s']:.2f} tok/s, speedup {v['speedup']:.2f}x "
               f"(goal >= 1.3)", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    return _write(args.json, results)
+
+
+def _write(path: str | None, results: dict[str, Any]) -> int:
+    if path:
+        Path(path).write_text(json.dumps(results, indent=2))
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import IO, NoReturn
 from .core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt, guarded, validate
 from .core.errors import InputError, SpecvizError
 from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
-from .core.models import BUNDLED_TARGET, PRESETS, default_draft, load_pair
+from .core.models import BUNDLED_TARGET, DEFAULT_PROMPT, PRESETS, default_draft, load_pair
 
 # ANSI styles, told apart by more than hue (strike-through, underline, bold) for
 # colour-blind readers and monochrome terminals.
@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="specviz-cli", description=__doc__)
-    p.add_argument("--prompt", default="Explain speculative decoding in one paragraph.",
+    p.add_argument("--prompt", default=DEFAULT_PROMPT,
                    help="text to continue ('' starts from BOS)")
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
                    help="wrap the prompt in the model's chat template, if it has one")

@@ -38,6 +38,11 @@ PRESETS: dict[str, tuple[str, str]] = {
     "GPT-2 small → XL (hub)": ("openai-community/gpt2", "openai-community/gpt2-xl"),
 }
 DEFAULT_PAIR = next(iter(PRESETS))
+# The CLI's and the app's first prompt. The offline draft was distilled on filled-in prompt
+# templates; this is an unseen filling of one (distill_prompts.heldout_prompts), where it
+# keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower
+# than the target alone (README, "Prompts a user types are another matter").
+DEFAULT_PROMPT = "What are three interesting facts about the water cycle?"
 
 # File beside a draft whose vocabulary is a subset of the target's (issue: reduced-vocab
 # drafts). {"target_ids": [...], "oov_draft_id": j}: draft id i is target id target_ids[i];

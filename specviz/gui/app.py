@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import Event, RunFailed, Settings, from_json, to_json
-from specviz.core.models import DEFAULT_PAIR, PRESETS
+from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS
 
 from .run_view import RunView
 from .style import UI_POINT_SIZE
@@ -41,7 +41,6 @@ from .worker import DecodeController, Loader, PairSpec
 
 CUSTOM = "Custom: hub id, folder or .gguf"
 DEVICES = ("auto", "cpu", "cuda", "mps")
-DEFAULT_PROMPT = "Explain speculative decoding in one paragraph."
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {

@@ -12,7 +12,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.core import distill
 from specviz.core.distill_prompts import all_prompts, free_prompts, heldout_prompts, train_prompts
-from specviz.core.models import BUNDLED_DRAFT_DIR, VOCAB_MAP_FILE, load_model, load_pair
+from specviz.core.models import (
+    BUNDLED_DRAFT_DIR,
+    DEFAULT_PROMPT,
+    VOCAB_MAP_FILE,
+    load_model,
+    load_pair,
+)
 from tests.tiny import byte_tokenizer, tiny_llama
 
 
@@ -157,6 +163,12 @@ def test_heldout_prompts_are_disjoint_from_training_prompts() -> None:
     # The hand-written prompts match no template filling, held out or not.
     free = {text for text, _ in free_prompts()}
     assert len(free) == 12 and not free & {text for text, _ in all_prompts()}
+
+
+def test_default_prompt_is_held_out_for_the_shipped_draft() -> None:
+    # The README says the app opens on an unseen filling of a training template.
+    assert (DEFAULT_PROMPT, True) in heldout_prompts()
+    assert DEFAULT_PROMPT not in {text for text, _ in train_prompts()}
 
 
 def test_lookup_maps_missing_ids_to_oov() -> None:
