@@ -38,6 +38,7 @@ from .distill_data import (
     score_text,
     text_chunks,
 )
+from .errors import SpecvizError
 from .models import VOCAB_MAP_FILE, draft_id_table
 
 CKPT = "checkpoint.pt"
@@ -517,6 +518,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for path in args.prompt_file + args.text:
         if not Path(path).is_file():
             p.error(f"file not found: {path}")
+    if args.no_template_prompts and not read_prompt_files([Path(f) for f in args.prompt_file]):
+        p.error("--no-template-prompts, and the --prompt-file files hold no prompts")
     if args.hidden % args.heads or args.heads % args.kv_heads:
         p.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
     return args
@@ -586,6 +589,14 @@ def _stop_on_sigterm() -> None:
 def main(argv: list[str]) -> int:
     """Entry point of ``specviz distill``; returns the exit status."""
     args = parse_args(argv)
+    try:
+        return _run(args, argv)
+    except SpecvizError as exc:  # a wrong model, an unreadable --init: one line, no traceback
+        print(f"specviz distill: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
     _stop_on_sigterm()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -252,6 +252,8 @@ def load_model(
             _say(progress, f"Loading {name} from its folder…")
         elif Path(spec).expanduser().exists():
             raise ModelLoadError(f"{spec} is a file, not a model folder or a .gguf file.")
+        elif spec.startswith(("/", "./", "../", "~")):  # a path, not a hub id
+            raise ModelLoadError(f"No model folder or .gguf file at {spec}.")
         else:
             source, name = spec, spec
             _say(progress, f"Loading {spec} from the Hugging Face cache…")

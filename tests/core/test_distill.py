@@ -246,3 +246,18 @@ def test_general_prompt_file_is_disjoint_from_evaluation_prompts() -> None:
     general = set(path.read_text(encoding="utf-8").splitlines())
     assert len(general) >= 100
     assert not general & {text for text, _ in free_prompts() + heldout_prompts()}
+
+
+def test_bad_input_is_one_line_not_a_traceback(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _argv(tmp_path / "no-such-target", tmp_path / "out", tmp_path / "work")
+    assert distill.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "specviz distill: error:" in err and "no-such-target" in err
+    assert "Traceback" not in err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# only a comment\n\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--target", "x", "--out", "y", "--prompt-file", str(empty),
+                            "--no-template-prompts"])
+    assert "hold no prompts" in capsys.readouterr().err

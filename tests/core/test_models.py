@@ -39,6 +39,9 @@ def test_missing_paths_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hi")
     with pytest.raises(ModelLoadError, match="not a model folder"):
         load_model(str(tmp_path / "notes.txt"))
+    # A path that does not exist is not looked up on the hub as a (mangled) repo id.
+    with pytest.raises(ModelLoadError, match="No model folder or .gguf file at"):
+        load_model(str(tmp_path / "no-such-folder"))
 
 
 def test_unknown_device_is_refused() -> None:
