@@ -31,10 +31,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz.core.distill_prompts import free_prompts, heldout_prompts  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
 from specviz.core.models import ModelPair, draft_id_table, load_pair  # noqa: E402
+from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_speed import forward_cost  # noqa: E402  (the same timer for both benchmarks)

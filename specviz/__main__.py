@@ -8,7 +8,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "distill":
-        from .core.distill import main as distill_main
+        from .distill.train import main as distill_main
 
         return distill_main(args[1:])
     if args and args[0] == "cli":

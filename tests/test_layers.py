@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "specviz" / "core"
-FORBIDDEN = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "specviz.gui")
+FORBIDDEN = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "specviz.gui", "specviz.distill")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -19,13 +19,13 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-def test_core_imports_no_qt_and_no_gui() -> None:
+def test_core_imports_no_qt_no_gui_no_distill() -> None:
     files = sorted(CORE.rglob("*.py"))
     assert len(files) >= 5
     bad = {
         f"{path.name}: {name}"
         for path in files
         for name in imported_modules(path)
-        if name.startswith(FORBIDDEN) or name.lstrip(".").startswith("gui")
+        if name.startswith(FORBIDDEN) or name.lstrip(".").startswith(("gui", "distill"))
     }
     assert not bad, bad

@@ -39,7 +39,7 @@ PRESETS: dict[str, tuple[str, str]] = {
 }
 DEFAULT_PAIR = next(iter(PRESETS))
 # The CLI's and the app's first prompt. The offline draft was distilled on filled-in prompt
-# templates; this is an unseen filling of one (distill_prompts.heldout_prompts), where it
+# templates; this is an unseen filling of one (specviz.distill.prompts.heldout_prompts), where it
 # keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower
 # than the target alone (README, "Prompts a user types are another matter").
 DEFAULT_PROMPT = "What are three interesting facts about the water cycle?"

@@ -27,7 +27,10 @@ from typing import Any
 
 import torch
 
-from .distill_data import (
+from specviz.core.errors import SpecvizError
+from specviz.core.models import VOCAB_MAP_FILE, draft_id_table
+
+from .data import (
     TeacherSeq,
     approx_minutes,
     count_rows,
@@ -38,8 +41,6 @@ from .distill_data import (
     score_text,
     text_chunks,
 )
-from .errors import SpecvizError
-from .models import VOCAB_MAP_FILE, draft_id_table
 
 CKPT = "checkpoint.pt"
 EMBED_INIT_STD = 0.06
@@ -415,7 +416,7 @@ def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shap
     sources = []
     if args.teacher_tokens > 0:
         pools = [] if args.no_template_prompts else [
-            "built-in template prompts (specviz.core.distill_prompts, held-out excluded)"]
+            "built-in template prompts (specviz.distill.prompts, held-out excluded)"]
         pools += [f"prompts of {Path(f).name}" for f in args.prompt_file]
         sources.append(f"{args.teacher_tokens} target-sampled continuation tokens of "
                        + " and ".join(pools))
@@ -600,7 +601,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     _stop_on_sigterm()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from .models import load_model
+    from specviz.core.models import load_model
 
     out = Path(args.out).expanduser()
     work = Path(args.work_dir).expanduser() if args.work_dir else out.with_name(out.name + ".work")
@@ -686,3 +687,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
+
+
+def console_main() -> int:
+    """The ``specviz-distill`` console script."""
+    return main(sys.argv[1:])

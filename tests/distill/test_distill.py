@@ -10,8 +10,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specviz.core import distill
-from specviz.core.distill_prompts import all_prompts, free_prompts, heldout_prompts, train_prompts
 from specviz.core.models import (
     BUNDLED_DRAFT_DIR,
     DEFAULT_PROMPT,
@@ -19,6 +17,8 @@ from specviz.core.models import (
     load_model,
     load_pair,
 )
+from specviz.distill import train as distill
+from specviz.distill.prompts import all_prompts, free_prompts, heldout_prompts, train_prompts
 from tests.tiny import byte_tokenizer, tiny_llama
 
 
@@ -198,7 +198,7 @@ def test_shipped_draft_pairs_with_the_bundled_target() -> None:
 
 def test_greedy_rows_after_a_sampled_prefix(tiny_target: Path) -> None:
     """Row 0 is greedy from the start; row 1 samples 3 tokens first, then is greedy."""
-    from specviz.core.distill_data import sample_batch
+    from specviz.distill.data import sample_batch
 
     model = AutoModelForCausalLM.from_pretrained(tiny_target, dtype=torch.float32).eval()
     prompt = [5, 17, 42]
@@ -220,7 +220,7 @@ def test_greedy_rows_after_a_sampled_prefix(tiny_target: Path) -> None:
 
 
 def test_prompt_file_replaces_the_templates(tiny_target: Path, tmp_path: Path) -> None:
-    from specviz.core.distill_data import load_shards
+    from specviz.distill.data import load_shards
 
     lines = ["The cat sat on", "# a comment, skipped", "", "Numbers: one, two,"]
     prompts = tmp_path / "prompts.txt"

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .distill_prompts import heldout_prompts, train_prompts
+from .prompts import heldout_prompts, train_prompts
 
 # Sampling temperatures cycled over the rows of a batch: T=1 matches the distribution the
 # draft must copy; greedy and cooler rows give the contexts a T=0 run will see.
