@@ -153,6 +153,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20, help="runs for memory and threads")
     ap.add_argument("--replay-mb", type=float, default=50.0, help="size of the replayed file")
     ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--save", type=Path, help="also write the live runs' recording here")
     args = ap.parse_args()
 
     import torch
@@ -222,6 +223,8 @@ def main() -> int:
 
     # -- 3: a big recording at full speed ----------------------------------------------------
     lines = [to_json(e) for e in recorded]
+    if args.save:
+        args.save.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     one = sum(len(x.encode()) + 1 for x in lines)
     copies = max(1, int(args.replay_mb * 1024 * 1024 // one))
     path = tmp / "big.jsonl"

@@ -35,10 +35,12 @@ from specviz.core.recording import RecordingError, RecordingReader
 STDIN = "-"
 CHUNK = 256 * 1024  # bytes per read: a few hundred rounds
 LIVE_TICK_MS = 10  # how often events that arrived are handed over
-# Events handed to the view per tick at most. A frame's cost hardly depends on how many
-# events it folds in (benchmarks/ui_latency.py: ~30 ms of flush for 1 or 200 rounds, the
-# rest is painting), so at full speed large batches cost no more stall than small ones.
+# Events handed to the view per tick at most. A frame's fixed cost (painting the plots)
+# dominates at small batches and the stream's text at large ones, so the batch adapts: it
+# halves after a tick that came late (a frame overran) and grows while ticks are on time.
 LIVE_BATCH = 256
+MIN_BATCH = 8
+FRAME_BUDGET_S = 0.025  # a tick later than this: the frame before it was long, hand less
 FOLLOW_POLL_S = 0.05  # how often a followed file is checked for new lines
 PENDING_MAX = 512  # events taken from the reader ahead of the view; then the reader waits
 
@@ -171,6 +173,8 @@ class Replayer(QObject):
         self.count = 0
         self._job: _ReadJob | None = None
         self._live = False  # hand events over as they come (not one per interval)
+        self._batch = MIN_BATCH  # events per tick when live; adapts to the frames' cost
+        self._last_tick: float | None = None
         self._ended = False
         self._wake = _Wake()
         self._wake.ready.connect(self._on_ready, Qt.ConnectionType.QueuedConnection)
@@ -273,6 +277,7 @@ class Replayer(QObject):
         """The reader put something: take it, and show the first event now if idle."""
         self._refill()
         if not self.timer.isActive() and (self.pending or self._ended):
+            self._last_tick = None  # it was idle, not late
             self._on_timeout()  # the first event shows now, not one interval later
             if self.active:
                 self.timer.start()
@@ -302,7 +307,7 @@ class Replayer(QObject):
 
     def _on_timeout(self) -> None:
         self._refill()
-        n = LIVE_BATCH if self._live else 1
+        n = self._live_batch() if self._live else 1
         while n and self.pending:
             event = self.pending.popleft()
             n -= 1
@@ -322,6 +327,20 @@ class Replayer(QObject):
             self.finished.emit()
         elif self._job is not None:
             self.timer.stop()  # the reader wakes us when more comes
+
+    def _live_batch(self) -> int:
+        """How many events this tick hands over: none while the last batch is undrawn; fewer
+        after a tick that came late (a long frame), more again after one on time."""
+        now = time.perf_counter()
+        late = now - (self._last_tick or now) - LIVE_TICK_MS / 1000
+        self._last_tick = now
+        if getattr(self.view, "queue", None):
+            return 0  # the view's next frame has not drawn what it has: don't pile up
+        if late > FRAME_BUDGET_S:
+            self._batch = max(MIN_BATCH, self._batch // 2)
+        elif late < FRAME_BUDGET_S / 2:
+            self._batch = min(LIVE_BATCH, self._batch + max(1, self._batch // 4))
+        return self._batch
 
     def _fail(self, message: str) -> None:
         self._fail_with(RunFailed(f"Could not read {self.name}: {message}", "recording"))
