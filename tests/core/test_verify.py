@@ -6,10 +6,7 @@ with one line changed), so every check is shown to reject the bug it is written 
 
 from __future__ import annotations
 
-import inspect
-import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import pytest
 import torch
@@ -19,6 +16,7 @@ from specviz.core import verify as verify_mod
 from specviz.core.rng import TorchRandom
 from specviz.core.sampling import residual
 from specviz.core.verify import Verdict
+from tests.mutation import mutant
 
 VerifyFn = Callable[..., Verdict]
 
@@ -41,18 +39,6 @@ class Scripted:
         assert len(self.dists) < len(self.draws), "a draw that should not happen"
         self.dists.append(probs.clone())
         return self.draws[len(self.dists) - 1]
-
-
-def mutant(func: Callable[..., Any], *edits: tuple[str, str]) -> Callable[..., Any]:
-    """``func`` recompiled from its source with each (old, new) edit applied exactly once."""
-    source = inspect.getsource(func)
-    for old, new in edits:
-        assert source.count(old) == 1, f"mutation site {old!r} not found once: update the test"
-        source = source.replace(old, new)
-    namespace = dict(vars(sys.modules[func.__module__]))
-    exec(compile(source, inspect.getsourcefile(func) or "<mutant>", "exec"), namespace)  # noqa: S102
-    new_func: Callable[..., Any] = namespace[func.__name__]
-    return new_func
 
 
 # Three positions over 4 ids. Ratios: x=0 at row 0: p 0.4 / q 0.5 = 0.8;
