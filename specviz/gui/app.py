@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QFont, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -32,9 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specviz.core.events import Event, RunFailed, Settings, from_json, to_json
+from specviz.core.events import RunFailed, Settings, to_json
 from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS
 
+from .replay import Replayer
 from .run_view import RunView
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec
@@ -51,45 +52,6 @@ SHORTCUTS = {
 }
 
 
-class Replayer(QObject):
-    """Feeds recorded events to a RunView at a steady pace, as a live run would."""
-
-    finished = Signal()
-
-    def __init__(self, view: RunView, interval_ms: int = 60) -> None:
-        super().__init__(view)
-        self.view = view
-        self.events: list[Event] = []
-        self.timer = QTimer(self)
-        self.timer.setInterval(interval_ms)
-        self.timer.timeout.connect(self._on_timeout)
-
-    def start(self, events: list[Event]) -> None:
-        self.events = list(reversed(events))
-        self.timer.start()
-
-    def stop(self) -> None:
-        self.timer.stop()
-        self.events.clear()
-
-    @property
-    def active(self) -> bool:
-        return self.timer.isActive()
-
-    def _on_timeout(self) -> None:
-        if not self.events:
-            self.timer.stop()
-            self.finished.emit()
-            return
-        self.view.apply(self.events.pop())
-
-
-def read_recording(path: str | Path) -> list[Event]:
-    """Events from a JSON-lines file (``specviz-cli --json``, or Save recording)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [from_json(line) for line in lines if line.strip()]
-
-
 class MainWindow(QMainWindow):
     """Controls, the run view, and the worker that decodes."""
 
@@ -102,7 +64,8 @@ class MainWindow(QMainWindow):
         self.store = settings if settings is not None else QSettings("specviz", "specviz")
         self.controller = DecodeController(loader, self)
         self.run_view = RunView()
-        self.replayer = Replayer(self.run_view)
+        self.replayer = Replayer(self.run_view, self.controller)  # stale live events stay out
+        self.replayer.progressed.connect(lambda text: self.status_label.setText(text))
         self.setCentralWidget(self.run_view)
         self._build_controls()
         self._build_actions()
@@ -112,7 +75,7 @@ class MainWindow(QMainWindow):
         w = self.controller
         w.progressed.connect(self._on_progressed)
         w.loaded.connect(self._on_loaded)
-        w.yielded.connect(self.run_view.apply)
+        self.replayer.live_yielded.connect(self.run_view.apply)
         w.failed.connect(self._on_failed)
         self.controller.state_changed.connect(self._on_state_changed)
         self._on_state_changed("idle")
@@ -418,20 +381,16 @@ class MainWindow(QMainWindow):
             self.run(paused=True, steps=1)
 
     def open_recording(self, path: str | None = None) -> None:
-        """Replay a JSON-lines recording through the same views."""
+        """Replay a JSON-lines recording through the same views (``-``: standard input).
+
+        Read and checked on a thread; the live run stops and none of its events follow.
+        """
         if not path:
             path, _ = QFileDialog.getOpenFileName(self, "Open recording", "",
                                                   "Recordings (*.jsonl *.json);;All files (*)")
         if not path:
             return
-        try:
-            events = read_recording(path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self._on_failed(RunFailed(f"Could not read {path}: {exc}", "input"))
-            return
-        self.controller.stop()
-        self.status_label.setText(f"Replaying {Path(path).name} ({len(events)} events)")
-        self.replayer.start(events)
+        self.replayer.open(path)
 
     def save_recording(self, path: str | None = None) -> None:
         """Write the shown run's events as JSON lines (replayable with Open recording)."""
@@ -557,4 +516,4 @@ def main(argv: list[str] | None = None) -> int:
             window.close()
 
 
-__all__ = ["MainWindow", "main", "read_recording"]
+__all__ = ["MainWindow", "main"]
