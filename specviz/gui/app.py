@@ -22,6 +22,7 @@ from specviz.core.models import PRESETS
 
 from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
+from .labels import ElidedLabel
 from .run_view import RunView
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec
@@ -167,7 +168,7 @@ class MainWindow(QMainWindow):
         self.addAction(self.present_action)
 
     def _build_status(self) -> None:
-        self.status_label = QLabel("Starting…")
+        self.status_label = ElidedLabel("Starting…")  # a long error must not widen the window
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)  # indeterminate: loading has no honest percentage
         self.busy.setMaximumWidth(180)
