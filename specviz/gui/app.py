@@ -621,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         trace("shown")
         if autoload:
             window.load_pair()  # the load thread imports torch and transformers now
+            trace("loading")
         elif quit_after and not args.replay:
             window.close()
         window.controller.probe_availability()

@@ -219,13 +219,13 @@ def test_the_window_imports_neither_torch_nor_transformers(tmp_path: Path) -> No
     assert out.stdout.strip() == "[]", out.stdout
 
 
-def _interrupt_when_shown(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+def _interrupt_when(what: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     proc = subprocess.Popen(args, env=_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if line.startswith("specviz-startup shown"):
+            if line.startswith(f"specviz-startup {what}"):
                 break
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -238,7 +238,7 @@ def _interrupt_when_shown(args: list[str], tmp_path: Path) -> subprocess.Complet
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_quits_the_app_cleanly(tmp_path: Path) -> None:
-    done = _interrupt_when_shown([sys.executable, "-m", "specviz", "--no-load"], tmp_path)
+    done = _interrupt_when("shown", [sys.executable, "-m", "specviz", "--no-load"], tmp_path)
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
     assert list((tmp_path / "config").rglob("*.conf")), "settings were not saved"
@@ -255,7 +255,7 @@ sys.exit(main(["--target", "never/loads"]))
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_during_an_endless_load_exits(tmp_path: Path) -> None:
-    done = _interrupt_when_shown([sys.executable, "-c", BLOCKED_LAUNCH], tmp_path)
+    done = _interrupt_when("loading", [sys.executable, "-c", BLOCKED_LAUNCH], tmp_path)
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr
     assert list((tmp_path / "config").rglob("*.conf")), "settings were not saved"
