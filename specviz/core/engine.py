@@ -30,7 +30,7 @@ from .events import (
     Summary,
     TopN,
 )
-from .models import ModelPair, draft_id_table
+from .models import ModelPair, draft_id_table, model_device
 from .sampling import acceptance_ratio, logits_to_probs, residual, sample
 from .text import IncrementalDetokenizer, TokenTexts
 
@@ -62,7 +62,7 @@ class _Model:
         from transformers import DynamicCache
 
         self.model = model
-        self.device = next(model.parameters()).device
+        self.device = model_device(model)  # parameters may span devices (device_map)
         self.vocab_size = vocab_size
         self.cache = DynamicCache(config=model.config)
         self.ids: list[int] = []  # what the cache holds, for checks and debugging
@@ -87,7 +87,7 @@ class _Model:
         self.cache = out.past_key_values
         self.ids.extend(ids)
         self.calls += 1
-        logits = out.logits[0, -keep:]  # (keep, V_model)
+        logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
         if self.vocab_map is not None:
             full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
             full[:, self.vocab_map] = logits
