@@ -154,6 +154,8 @@ def main() -> int:
     ap.add_argument("--replay-mb", type=float, default=50.0, help="size of the replayed file")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--save", type=Path, help="also write the live runs' recording here")
+    ap.add_argument("--replay-s", type=float, default=60.0,
+                    help="stop the replay after this long (it measures, it need not finish)")
     args = ap.parse_args()
 
     import torch
@@ -180,8 +182,8 @@ def main() -> int:
     print(f"specviz UI latency benchmark: {DEFAULT_PAIR}, K={args.k}, T=0.7, CPU "
           f"({torch.get_num_threads()} torch threads), Qt platform "
           f"{app.platformName()}; load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} cores")
-    print(f"pair loaded in {time.perf_counter() - t0:.1f} s")
+          f"{os.cpu_count()} cores", flush=True)
+    print(f"pair loaded in {time.perf_counter() - t0:.1f} s", flush=True)
 
     # -- 1 and 2: live runs -------------------------------------------------------------------
     per_run = max(1, -(-args.tokens // args.runs))
@@ -211,6 +213,7 @@ def main() -> int:
                   f"({tokens / live_s:.1f} tokens/s with the UI)", beat.late_ms,
                   clock.latency_ms, f"frame work (RunView.flush with events): p50 "
                   f"{pct(clock.flush_ms, 50):.1f} ms, p99 {pct(clock.flush_ms, 99):.1f} ms")
+    print("\n".join(live), flush=True)
     rss = [m[0] for m in memory]
     threads = [m[1] for m in memory]
     first = min(len(rss), 2)
@@ -220,6 +223,8 @@ def main() -> int:
            f"{rss[-1] - rss[first - 1]:+.0f} MiB",
            f"threads: {threads[0]} after run 1, {threads[-1]} after run {len(threads)} "
            f"(min {min(threads)}, max {max(threads)})"]
+
+    print("\n".join(mem), flush=True)
 
     # -- 3: a big recording at full speed ----------------------------------------------------
     lines = [to_json(e) for e in recorded]
@@ -255,22 +260,26 @@ def main() -> int:
         wait(app, 0.005)
         if view.record.events:
             first_shown.append(time.perf_counter() - t)
-    wait_for(replayer.finished, 900)
-    replay_s = time.perf_counter() - t
-    wait(app, 0.1)
+    wait_for(replayer.finished, max(0.0, args.replay_s - (time.perf_counter() - t)))
     beat.recording = clock.recording = False
+    done = not replayer.active
+    replayer.stop()
+    replay_s = time.perf_counter() - t
+    n_shown = replayer.count
+    wait(app, 0.1)
     view.apply = real_apply
     rss_after, threads_after = proc_status()
     replay = report(
-        f"replay at full speed: {size_mb:.0f} MB, {n_events} events in {replay_s:.1f} s "
-        f"({n_events / replay_s:.0f} events/s); open_recording returned in "
+        f"replay at full speed: {size_mb:.0f} MB ({n_events} events), "
+        f"{'all' if done else 'stopped after'} {n_shown} events in {replay_s:.1f} s "
+        f"({n_shown / replay_s:.0f} events/s); open_recording returned in "
         f"{opened * 1000:.1f} ms, first event on screen after {first_shown[0] * 1000:.0f} ms",
         beat.late_ms, clock.latency_ms,
         f"frame work: p50 {pct(clock.flush_ms, 50):.1f} ms, p99 "
         f"{pct(clock.flush_ms, 99):.1f} ms; after the replay RSS {rss_after:.0f} MiB, "
         f"{threads_after} threads (latency here: handed to the view -> drawn)")
 
-    print("\n".join([*live, *mem, *replay]))
+    print("\n".join(replay))
     print(f"goals: stalls p99 < {STALL_GOAL_MS:.0f} ms, latency p95 < {LATENCY_GOAL_MS:.0f} ms")
     window.close()
     path.unlink()
