@@ -18,6 +18,7 @@ before the replay (still queued when it opened); a live run that starts stops th
 
 from __future__ import annotations
 
+import copy
 import os
 import queue
 import sys
@@ -136,7 +137,7 @@ class _ReadJob:
                     return
                 continue
             # End of what there is. A pipe has ended; a file may still be written to.
-            if self.path is not None and not reader.complete and self.follow_s > 0:
+            if self.path is not None and self.follow_s > 0 and not _ends_here(reader):
                 now = time.monotonic()
                 if idle_since is None:
                     idle_since = now
@@ -152,6 +153,18 @@ class _ReadJob:
                 self._put(_EVENTS, (events, time.monotonic()))
             self._put(_END, reader.line)
             return
+
+
+def _ends_here(reader: RecordingReader) -> bool:
+    """Whether the input may end here: no run open, counting a last line with no newline."""
+    if reader.complete:
+        return True
+    probe = copy.deepcopy(reader)
+    try:
+        probe.close()
+    except RecordingError:
+        return False
+    return True
 
 
 class Replayer(QObject):

@@ -254,6 +254,17 @@ def test_a_file_being_written_is_followed_until_its_run_ends(qtbot, view: RunVie
     replayer.stop()
 
 
+def test_a_finished_file_without_a_last_newline_is_not_followed(qtbot, view: RunView,
+                                                                 tmp_path: Path) -> None:
+    replayer = Replayer(view, interval_ms=0, follow_s=600.0)
+    path = tmp_path / "no-newline.jsonl"
+    path.write_text("\n".join(lines_of(speculative_events())), encoding="utf-8")
+    with qtbot.waitSignal(replayer.finished, timeout=20000):  # not after 600 s of following
+        replayer.open(str(path))
+    view.flush()
+    assert view.record.events == speculative_events()
+
+
 def test_reading_happens_off_the_gui_thread(qtbot, view: RunView, replayer: Replayer,
                                             tmp_path: Path, monkeypatch) -> None:
     threads: set[str] = set()
