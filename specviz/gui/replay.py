@@ -108,7 +108,9 @@ class _ReadJob:
     def _run(self) -> None:
         reader = RecordingReader()
         try:
-            stream = self.stream if self.stream is not None else open(self.path or "", "rb")  # noqa: SIM115
+            # Unbuffered: a raw read holds no lock of the stream's (see _pump).
+            stream = self.stream if self.stream is not None else \
+                open(self.path or "", "rb", buffering=0)  # noqa: SIM115
         except OSError as exc:
             self._put(_ERROR, f"cannot open it: {exc.strerror or exc}")
             return
@@ -125,7 +127,16 @@ class _ReadJob:
                 stream.close()
 
     def _pump(self, stream: IO[bytes], reader: RecordingReader) -> None:
-        read = getattr(stream, "read1", stream.read)  # a pipe: whatever has arrived
+        # A pipe: whatever has arrived. Through its file descriptor when it has one: a
+        # daemon thread blocked inside a BufferedReader (sys.stdin.buffer) holds its lock,
+        # and the interpreter aborts at exit ("could not acquire lock … at interpreter
+        # shutdown", SIGABRT) when it flushes the standard streams.
+        fd = _fileno(stream)
+        if fd is not None:
+            def read(n: int) -> bytes:
+                return os.read(fd, n)
+        else:
+            read = getattr(stream, "read1", stream.read)
         idle_since: float | None = None
         caught_up = self.live
         while not self.stopped.is_set():
@@ -153,6 +164,15 @@ class _ReadJob:
                 self._put(_EVENTS, (events, time.monotonic()))
             self._put(_END, reader.line)
             return
+
+
+def _fileno(stream: IO[bytes]) -> int | None:
+    """The stream's file descriptor, if it has one (the stream must not have been read yet:
+    what a buffered stream holds already would be skipped)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # BytesIO and the like
+        return None
 
 
 def _ends_here(reader: RecordingReader) -> bool:
