@@ -66,7 +66,8 @@ class _ReadJob:
                  follow_s: float, wake: _Wake) -> None:
         self.stream, self.path, self.name = stream, path, name
         self.live, self.follow_s = live, follow_s
-        self.items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)  # batches read ahead: ~2 MB of lines
+        # Batches read ahead (~2 MB of lines); the reader waits when the window is behind.
+        self.items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
         self.stopped = threading.Event()
         self.wake = wake  # referenced here, so it lives as long as the thread
         self._pending = threading.Event()  # a wake-up is on its way; don't send another
