@@ -424,8 +424,44 @@ def probe_hub(repo_id: str) -> None:
         raise _not_found(repo_id, why) from exc
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model spec was found, before anything is loaded."""
+
+    spec: str  # after aliases
+    source: str  # what from_pretrained gets: a folder or a hub id
+    name: str
+    how: Literal["bundled", "gguf", "folder", "cached", "download"]
+
+
+def locate(spec: str) -> ModelSource:
+    """Find ``spec`` without loading it: fast, and one hub request at most (uncached ids).
+
+    Raises ModelLoadError for a missing path, and (see probe_hub) for a hub id that is not
+    cached when the hub cannot provide it.
+    """
+    spec = _alias(spec)
+    path = Path(spec).expanduser()
+    if spec == BUNDLED_TARGET:
+        return ModelSource(spec, spec, BUNDLED_TARGET, "bundled")
+    if spec.endswith(".gguf"):
+        if not path.is_file():
+            raise ModelLoadError(f"GGUF file not found: {spec}")
+        return ModelSource(spec, str(path.parent), path.name, "gguf")
+    if path.is_dir():
+        return ModelSource(spec, str(path), Path(spec).name, "folder")
+    if path.exists():
+        raise ModelLoadError(f"{spec} is a file, not a model folder or a .gguf file.")
+    if not is_hub_id(spec):  # a path, not a hub id
+        raise ModelLoadError(f"No model folder or .gguf file at {spec}.")
+    if cached_snapshot(spec) is not None:
+        return ModelSource(spec, spec, spec, "cached")
+    probe_hub(spec)  # fails in seconds when the hub cannot help
+    return ModelSource(spec, spec, spec, "download")
+
+
 def load_model(
-    spec: str,
+    spec: str | ModelSource,
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
@@ -439,44 +475,31 @@ def load_model(
     is spread over the GPUs, then CPU memory, then disk (under the specviz cache); ``max_memory``
     caps each device ({0: "20GiB", "cpu": "60GiB"}). None puts the whole model on ``device``.
     """
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    found = spec if isinstance(spec, ModelSource) else locate(spec)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
-    spec = _alias(spec)
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
-    source = spec
+    source, name = found.source, found.name
     try:
-        if spec == BUNDLED_TARGET:
-            folder = bundled_target_dir(progress)
+        if found.how == "bundled":
+            source = str(bundled_target_dir(progress))
             _say(progress, f"Loading bundled target {BUNDLED_GGUF}…")
-            source, name = str(folder), BUNDLED_TARGET
-        elif spec.endswith(".gguf"):
-            path = Path(spec).expanduser()
-            if not path.is_file():
-                raise ModelLoadError(f"GGUF file not found: {spec}")
-            _say(progress, f"Loading {path.name} (GGUF: dequantising, this takes a while)…")
-            kwargs["gguf_file"] = path.name
-            source, name = str(path.parent), path.name
-        elif Path(spec).expanduser().is_dir():
-            source, name = str(Path(spec).expanduser()), Path(spec).name
+        elif found.how == "gguf":
+            _say(progress, f"Loading {name} (GGUF: dequantising, this takes a while)…")
+            kwargs["gguf_file"] = name
+        elif found.how == "folder":
             _say(progress, f"Loading {name} from its folder…")
-        elif Path(spec).expanduser().exists():
-            raise ModelLoadError(f"{spec} is a file, not a model folder or a .gguf file.")
-        elif not is_hub_id(spec):  # a path, not a hub id
-            raise ModelLoadError(f"No model folder or .gguf file at {spec}.")
+        elif found.how == "cached":
+            # From the cache only: asking the hub about every optional file costs a minute of
+            # retries when it cannot be reached.
+            kwargs.update(cache_dir=str(hub_cache_dir()), local_files_only=True)
+            _say(progress, f"Loading {name} from the Hugging Face cache…")
         else:
-            source, name = spec, spec
             kwargs["cache_dir"] = str(hub_cache_dir())
-            if cached_snapshot(spec) is not None:
-                # From the cache only: asking the hub for every optional file costs a minute
-                # of retries when it cannot be reached.
-                kwargs["local_files_only"] = True
-                _say(progress, f"Loading {spec} from the Hugging Face cache…")
-            else:
-                probe_hub(spec)  # fails in seconds when the hub cannot help
-                _say(progress, f"Downloading {spec} from the Hugging Face hub (once)…")
+            _say(progress, f"Downloading {name} from the Hugging Face hub (once)…")
         tok_kwargs = {k: v for k, v in kwargs.items()
                       if k in ("gguf_file", "cache_dir", "local_files_only")}
         tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
@@ -492,9 +515,10 @@ def load_model(
     except ModelLoadError:
         raise
     except torch.OutOfMemoryError as exc:
-        raise ModelLoadError(f"Out of memory while loading {spec}: {one_line(str(exc))}") from exc
+        raise ModelLoadError(f"Out of memory while loading {found.spec}: "
+                             f"{one_line(str(exc))}") from exc
     except Exception as exc:  # noqa: BLE001 - any broken file must end as one readable line
-        raise ModelLoadError(_load_message(spec, source, exc)) from exc
+        raise ModelLoadError(_load_message(found.spec, source, exc)) from exc
     vocab_map, oov = _read_vocab_map(source)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov)
 
@@ -608,12 +632,15 @@ def load_pair(
     ``device_map`` / ``max_memory`` place the target with accelerate (see load_model); the draft
     then goes whole onto the target's first compute device, where the two are compared.
     """
-    t = load_model(target, device, dtype, progress, device_map=device_map,
+    # Both found first: a wrong draft name fails in seconds, not after the target has loaded.
+    found_target = locate(target)
+    found_draft = locate(draft) if draft is not None else None
+    t = load_model(found_target, device, dtype, progress, device_map=device_map,
                    max_memory=max_memory)
-    if draft is None:
+    if found_draft is None:
         return ModelPair(target=t.model, tokenizer=t.tokenizer, target_name=t.name)
     draft_device = device if device_map is None else str(model_device(t.model))
-    d = load_model(draft, draft_device, dtype, progress)
+    d = load_model(found_draft, draft_device, dtype, progress)
     check_tokenizers(t, d)
     check_vocab_map(t, d)
     _say(progress, "Models ready.")

@@ -233,6 +233,29 @@ def test_hub_answers_are_told_apart(hub_cache: Path, monkeypatch: pytest.MonkeyP
     assert len(net.requests) == 1  # a 500 is not retried either
 
 
+# Broken variant: load_pair loading the target before looking for the draft (the old order)
+# spends the target's whole load before this error: from_pretrained is called once.
+def test_a_wrong_draft_fails_before_the_target_loads(hub_cache: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = save_tiny(tmp_path / "t", word_tokenizer(), 2)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loads: list[str] = []
+
+    def no_load(source: str, *a: object, **kw: object) -> None:
+        loads.append(source)
+        raise AssertionError("loaded weights")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_load)
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", no_load)
+    with pytest.raises(ModelLoadError, match="does-not-exist-dir"):
+        load_pair("does-not-exist-dir", str(target), device="cpu")
+    with pytest.raises(ModelLoadError, match="No model folder or .gguf file at ./gone"):
+        load_pair("./gone", str(target), device="cpu")
+    assert loads == []
+
+
 # Broken variant: loading a cached id without local_files_only=True makes transformers ask the
 # hub about every file first (requests recorded, and retries that no_sleep turns into errors).
 def test_cached_hub_id_loads_without_the_network(hub_cache: Path, tmp_path: Path,
