@@ -14,7 +14,14 @@ from typing import IO, Any, NoReturn
 # Light imports only: torch and transformers load inside main(), where Ctrl+C is handled.
 from .core.errors import InputError, SpecvizError, one_line
 from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
-from .core.models import BUNDLED_TARGET, DEFAULT_PROMPT, PRESETS, default_draft, load_pair
+from .core.models import (
+    BUNDLED_TARGET,
+    DEFAULT_PROMPT,
+    PRESETS,
+    default_draft,
+    load_pair,
+    locate,
+)
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
 
@@ -164,6 +171,18 @@ class _Cli:
     def run(self) -> int:
         args = self.args
         settings = _settings(args)
+        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
+        target = target or BUNDLED_TARGET
+        if not args.baseline:
+            draft = draft or default_draft()
+            if draft is None:
+                return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
+                                 "input")
+        try:  # before torch is imported (seconds): a wrong name fails at once
+            found_target = locate(target)
+            found_draft = None if args.baseline or draft is None else locate(draft)
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
         from .core.engine import (
             AutoregressiveDecoder,
             SpeculativeDecoder,
@@ -176,17 +195,10 @@ class _Cli:
             validate(settings, speculative=not args.baseline)
         except InputError as exc:
             return self.fail(str(exc), exc.kind)
-        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
-        target = target or BUNDLED_TARGET
-        if not args.baseline:
-            draft = draft or default_draft()
-            if draft is None:
-                return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
-                                 "input")
         progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
         _quiet_transformers()
         try:
-            pair = load_pair(None if args.baseline else draft, target, args.device, args.dtype,
+            pair = load_pair(found_draft, found_target, args.device, args.dtype,
                              progress=progress, device_map=args.device_map)
         except SpecvizError as exc:
             return self.fail(str(exc), exc.kind)

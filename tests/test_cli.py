@@ -263,3 +263,17 @@ def test_device_map_auto_decodes_the_same(tiny_models: tuple[Path, Path],
     assert spread[-1]["type"] == "run_finished"
     assert spread[-1]["generated_ids"] == plain[-1]["generated_ids"]
     assert len(plain[-1]["generated_ids"]) == 12
+
+
+# Broken variant: looking for the models after `from .core.engine import ...` (torch, several
+# seconds on a busy machine) or after loading the target: torch is in sys.modules at the error.
+def test_a_wrong_name_fails_before_torch_is_imported(tiny_models: tuple[Path, Path]) -> None:
+    code = ("import sys; from specviz.cli import main; "
+            "status = main(['--json', '--draft', 'does-not-exist-dir', '--target', sys.argv[1]]); "
+            "print(status, 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tiny_models[1])], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    *events, last = proc.stdout.splitlines()
+    assert last == "1 False", proc.stderr
+    assert [json.loads(e)["kind"] for e in events] == ["load"]

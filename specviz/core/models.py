@@ -434,12 +434,14 @@ class ModelSource:
     how: Literal["bundled", "gguf", "folder", "cached", "download"]
 
 
-def locate(spec: str) -> ModelSource:
+def locate(spec: str | ModelSource) -> ModelSource:
     """Find ``spec`` without loading it: fast, and one hub request at most (uncached ids).
 
     Raises ModelLoadError for a missing path, and (see probe_hub) for a hub id that is not
     cached when the hub cannot provide it.
     """
+    if isinstance(spec, ModelSource):
+        return spec
     spec = _alias(spec)
     path = Path(spec).expanduser()
     if spec == BUNDLED_TARGET:
@@ -477,7 +479,7 @@ def load_model(
     """
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    found = spec if isinstance(spec, ModelSource) else locate(spec)
+    found = locate(spec)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -618,8 +620,8 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> None:
 
 
 def load_pair(
-    draft: str | None,
-    target: str,
+    draft: str | ModelSource | None,
+    target: str | ModelSource,
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
