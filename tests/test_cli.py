@@ -225,13 +225,15 @@ def test_a_second_ctrl_c_or_one_while_loading_ends_with_a_stopped_event(
 
 
 # Broken variant: main() without its last `except Exception` lets this escape as a traceback.
-def test_an_unexpected_error_is_still_one_line(capsys: pytest.CaptureFixture[str],
+def test_an_unexpected_error_is_still_one_line(tiny_models: tuple[Path, Path],
+                                               capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_load(*a: Any, **kw: Any) -> None:
         raise RuntimeError("something deep\nbroke " + "x" * 5000)
 
     monkeypatch.setattr("specviz.cli.load_pair", broken_load)
-    assert main(["--json", "--draft", "d", "--target", "t"]) == 1
+    draft, target = map(str, tiny_models)
+    assert main(["--json", "--draft", draft, "--target", target]) == 1
     captured = capsys.readouterr()
     [event] = [json.loads(line) for line in captured.out.splitlines()]
     assert event["kind"] == "internal" and "RuntimeError: something deep broke" in event["message"]
