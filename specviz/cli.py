@@ -231,11 +231,10 @@ class _Cli:
 
 
 def _quiet_transformers() -> None:
-    """Our own "# Loading…" lines say what happens; transformers' bars and warnings would
-    put more lines on stderr (and around an error) than the one the user needs."""
+    """Our own "# Loading…" lines say what happens; transformers' "Loading weights" bar would
+    only add lines to stderr. Its warnings (weights not initialised ...) stay: they matter."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 
 
