@@ -256,10 +256,11 @@ def default_draft() -> str | None:
 
 Availability = Literal["bundled", "local", "cached", "download", "missing"]
 # Worst last: a preset is as available as the less available of its two models.
-_AVAILABILITY_ORDER: tuple[Availability, ...] = ("bundled", "local", "cached", "download", "missing")
+_AVAILABILITY_ORDER: tuple[Availability, ...] = (
+    "bundled", "local", "cached", "download", "missing")
 
 # Hub ids as huggingface_hub validates them: "name" or "org/name", letters, digits, - _ .
-_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$", re.ASCII)
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
 # Seconds the one request that asks the hub about an uncached id may take (no retries).
 HUB_PROBE_TIMEOUT_S = 5.0
@@ -292,7 +293,21 @@ def _looks_like_path(spec: str) -> bool:
 def is_hub_id(spec: str) -> bool:
     """A plausible hub id ("org/name" or a legacy "name"), not a path."""
     return (not _looks_like_path(spec) and _HUB_ID.match(spec) is not None
-            and ".." not in spec and not spec.endswith((".", "-")))
+            and ".." not in spec and "--" not in spec and not spec.endswith((".", "-")))
+
+
+def _on_disk(spec: str) -> Literal["dir", "file", "none"]:
+    """What ``spec`` names on disk; "none" also for names no file system accepts."""
+    try:
+        path = Path(spec).expanduser()
+        return "dir" if path.is_dir() else "file" if path.exists() else "none"
+    except (OSError, ValueError):  # name too long, NUL byte ...
+        return "none"
+
+
+def _shown(spec: str) -> str:
+    """``spec`` quoted for a message, cut if absurdly long."""
+    return repr(spec if len(spec) <= 120 else spec[:117] + "...")
 
 
 def cached_snapshot(repo_id: str) -> Path | None:
@@ -347,12 +362,12 @@ def availability(name: str) -> Availability:
     spec = MODEL_ALIASES.get(lowered, name.strip())
     if not spec:
         return "missing"
-    path = Path(spec).expanduser()
+    on_disk = _on_disk(spec)
     if spec.endswith(".gguf"):
-        return "local" if path.is_file() else "missing"
-    if path.is_dir():
+        return "local" if on_disk == "file" else "missing"
+    if on_disk == "dir":
         return "local"
-    if path.exists() or not is_hub_id(spec):
+    if on_disk == "file" or not is_hub_id(spec):
         return "missing"
     return "cached" if cached_snapshot(spec) is not None else "download"
 
@@ -370,9 +385,9 @@ def _not_found(spec: str, why: str) -> ModelLoadError:
     """The one message for a name that is no folder, not cached, and the hub cannot help."""
     folder = Path(spec).expanduser().absolute()
     return ModelLoadError(
-        f"Could not load {spec!r}: there is no model folder at {folder}, it is not in the local "
-        f"Hugging Face cache ({hub_cache_dir()}), and {why}. Check the name or the folder path; "
-        f"or, with a network connection, download it once with `hf download {spec}` "
+        f"Could not load {_shown(spec)}: there is no model folder at {folder}, it is not in the "
+        f"local Hugging Face cache ({hub_cache_dir()}), and {why}. Check the name or the folder "
+        f"path; or, with a network connection, download it once with `hf download {spec}` "
         f"(then it loads offline, also with HF_HUB_OFFLINE=1)."
     )
 
@@ -442,20 +457,23 @@ def locate(spec: str | ModelSource) -> ModelSource:
     """
     if isinstance(spec, ModelSource):
         return spec
-    spec = _alias(spec)
-    path = Path(spec).expanduser()
+    if not spec.strip():
+        raise ModelLoadError("No model given: name a folder, a .gguf file, a hub id or an alias.")
+    spec = _alias(spec.strip())
     if spec == BUNDLED_TARGET:
         return ModelSource(spec, spec, BUNDLED_TARGET, "bundled")
+    on_disk, path = _on_disk(spec), Path(spec).expanduser()
     if spec.endswith(".gguf"):
-        if not path.is_file():
-            raise ModelLoadError(f"GGUF file not found: {spec}")
+        if on_disk != "file":
+            raise ModelLoadError(f"GGUF file not found: {_shown(spec)}")
         return ModelSource(spec, str(path.parent), path.name, "gguf")
-    if path.is_dir():
-        return ModelSource(spec, str(path), Path(spec).name, "folder")
-    if path.exists():
-        raise ModelLoadError(f"{spec} is a file, not a model folder or a .gguf file.")
+    if on_disk == "dir":
+        return ModelSource(spec, str(path), path.name, "folder")
+    if on_disk == "file":
+        raise ModelLoadError(f"{_shown(spec)} is a file, not a model folder or a .gguf file.")
     if not is_hub_id(spec):  # a path, not a hub id
-        raise ModelLoadError(f"No model folder or .gguf file at {spec}.")
+        raise ModelLoadError(f"No model folder or .gguf file at {_shown(spec)}, and it is not "
+                             f"a Hugging Face hub id (org/name) either.")
     if cached_snapshot(spec) is not None:
         return ModelSource(spec, spec, spec, "cached")
     probe_hub(spec)  # fails in seconds when the hub cannot help

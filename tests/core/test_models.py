@@ -173,11 +173,23 @@ def test_availability_is_read_from_the_hub_cache(hub_cache: Path, tmp_path: Path
     assert availability("does-not-exist-dir") == "download"  # could be a legacy hub id
     assert availability("gpt2") == "download"  # alias of openai-community/gpt2, not cached here
     assert availability(models.BUNDLED_DRAFT) == "bundled"
+    # Names no file system takes are "missing", not an OSError (they reach the app's combo box).
+    for odd in ("x" * 5000, "a\x00b", "", "   ", "org--x/y", "ünï/côde"):
+        assert availability(odd) == "missing", odd[:20]
+
+
+def test_empty_and_absurd_names_are_one_short_message() -> None:
+    with pytest.raises(ModelLoadError, match="No model given"):
+        load_model("  ", device="cpu")  # not the current folder
+    with pytest.raises(ModelLoadError, match="not a Hugging Face hub id") as err:
+        load_model("y" * 5000, device="cpu")
+    assert len(str(err.value)) < 300
 
 
 def test_preset_availability_is_the_worse_of_the_two(hub_cache: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_hub_cache(hub_cache, "org/cached", files_from=save_tiny(tmp_path / "m", word_tokenizer(), 1))
+    model = save_tiny(tmp_path / "m", word_tokenizer(), 1)
+    fake_hub_cache(hub_cache, "org/cached", files_from=model)
     monkeypatch.setattr(models, "PRESETS", {
         "offline": (models.BUNDLED_DRAFT, models.BUNDLED_DRAFT),
         "cached": (models.BUNDLED_DRAFT, "org/cached"),
@@ -251,7 +263,7 @@ def test_a_wrong_draft_fails_before_the_target_loads(hub_cache: Path, tmp_path: 
     monkeypatch.setattr(AutoTokenizer, "from_pretrained", no_load)
     with pytest.raises(ModelLoadError, match="does-not-exist-dir"):
         load_pair("does-not-exist-dir", str(target), device="cpu")
-    with pytest.raises(ModelLoadError, match="No model folder or .gguf file at ./gone"):
+    with pytest.raises(ModelLoadError, match="No model folder or .gguf file at './gone'"):
         load_pair("./gone", str(target), device="cpu")
     assert loads == []
 
