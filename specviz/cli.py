@@ -235,7 +235,7 @@ def _quiet_transformers() -> None:
     only add lines to stderr. Its warnings (weights not initialised ...) stay: they matter."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -530,8 +530,8 @@ def load_model(
                 kwargs["max_memory"] = max_memory
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
         if device_map is None:
-            model = model.to(dev)
-        model = model.eval()
+            model = model.to(dev)  # type: ignore[arg-type]
+        model.eval()  # type: ignore[no-untyped-call]
     except ModelLoadError:
         raise
     except torch.OutOfMemoryError as exc:
