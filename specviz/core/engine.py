@@ -30,6 +30,7 @@ from .events import (
     FORMAT_VERSION,
     DraftPosition,
     Event,
+    ExtraKind,
     ExtraToken,
     PairInfo,
     Round,
@@ -221,8 +222,9 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
         extra_event = None
         if len(kept) == len(new_ids):  # the extra token survived EOS/budget trimming
             dist, extra_id = verdict.extra_dist, verdict.extra_id
+            kind: ExtraKind = "target" if k == 0 else verdict.extra_kind  # K = 0: a plain step
             extra_event = ExtraToken(
-                kind="target" if k == 0 else verdict.extra_kind,
+                kind=kind,
                 token_id=extra_id, text=run.texts(extra_id), prob=float(dist[extra_id]),
                 p=float(p_rows[n_acc, extra_id]), dist_top=run.top(dist, extra_id),
             )
