@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from .errors import ModelLoadError, TokenizerMismatchError, one_line
 
 # Torch-free names, kept in presets.py so the window can import them before torch.
-from .presets import (  # noqa: F401 - re-exported: specviz.core.models.PRESETS etc.
-    BUNDLED_DRAFT,
-    BUNDLED_TARGET,
-    DEFAULT_PAIR,
-    DEFAULT_PROMPT,
-    PRESETS,
-)
+from .presets import BUNDLED_DRAFT as BUNDLED_DRAFT  # re-exported: models.PRESETS etc.
+from .presets import BUNDLED_TARGET as BUNDLED_TARGET
+from .presets import DEFAULT_PAIR as DEFAULT_PAIR
+from .presets import DEFAULT_PROMPT as DEFAULT_PROMPT
+from .presets import PRESETS as PRESETS
 
 if TYPE_CHECKING:  # torch is imported where it is used: PRESETS and availability() stay light
     import torch
