@@ -1,15 +1,25 @@
-"""specviz-cli end to end on the bundled SmolLM2 weights (no network)."""
+"""specviz-cli end to end: the bundled SmolLM2 weights; tiny models saved to tmp_path for
+failures, Ctrl+C and --device-map (no network)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from specviz.cli import main
+from specviz.core import engine
+from specviz.core.models import VOCAB_MAP_FILE
+from tests.tiny import tiny_llama, word_tokenizer
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
@@ -66,16 +76,6 @@ def test_cli_unknown_model_is_a_json_error(capsys: pytest.CaptureFixture[str],
 
 # --- failures on tiny models saved to tmp_path: one line, a JSON error event, no traceback ----
 
-import os  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from specviz.core import engine  # noqa: E402
-from specviz.core.models import VOCAB_MAP_FILE  # noqa: E402
-from tests.tiny import tiny_llama, word_tokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,13 +1,27 @@
-"""Loading models and pairs: folders, clear errors, the tokenizer check."""
+"""Loading models and pairs: folders, the hub cache, failing fast, damaged files, device_map."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
+import httpx2
 import pytest
+import torch
 
+from specviz.core import models
+from specviz.core.engine import SpeculativeDecoder
 from specviz.core.errors import ModelLoadError, TokenizerMismatchError
-from specviz.core.models import LoadedModel, check_tokenizers, load_model, load_pair
+from specviz.core.events import RunFinished, Settings
+from specviz.core.models import (
+    LoadedModel,
+    availability,
+    check_tokenizers,
+    load_model,
+    load_pair,
+    preset_availability,
+)
 from tests.tiny import byte_tokenizer, tiny_llama, word_tokenizer
 
 
@@ -68,16 +82,6 @@ def test_load_pair_refuses_mismatched_folders(tmp_path: Path) -> None:
 
 # --- availability(): checked against a real (fake) Hugging Face cache in tmp_path ------------
 
-import json  # noqa: E402
-import os  # noqa: E402
-
-import httpx2  # noqa: E402
-import torch  # noqa: E402
-
-from specviz.core import models  # noqa: E402
-from specviz.core.engine import SpeculativeDecoder  # noqa: E402
-from specviz.core.events import RunFinished, Settings  # noqa: E402
-from specviz.core.models import availability, preset_availability  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
