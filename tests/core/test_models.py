@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx2
@@ -147,6 +149,7 @@ def test_availability_is_read_from_the_hub_cache(hub_cache: Path, tmp_path: Path
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     tok = word_tokenizer()
     folder = save_tiny(tmp_path / "tiny", tok, 2)
+    net = Network(monkeypatch)  # availability() never asks the hub
     assert availability("specviz-test/tiny") == "download"
     snapshot = fake_hub_cache(hub_cache, "specviz-test/tiny", files_from=folder)
     assert availability("specviz-test/tiny") == "cached"
@@ -180,6 +183,20 @@ def test_availability_is_read_from_the_hub_cache(hub_cache: Path, tmp_path: Path
     # Names no file system takes are "missing", not an OSError (they reach the app's combo box).
     for odd in ("x" * 5000, "a\x00b", "", "   ", "org--x/y", "ünï/côde"):
         assert availability(odd) == "missing", odd[:20]
+    assert net.requests == []
+
+
+# Broken variant: `import torch` back at the top of models.py (the app's preset list and
+# the CLI's name check would wait seconds for it): the subprocess prints True.
+def test_availability_needs_no_torch() -> None:
+    code = ("import sys; from specviz.core.models import preset_availability; "
+            "marks = preset_availability(); print(sorted(set(marks.values())), "
+            "'torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.stdout.strip().endswith("False"), proc.stdout + proc.stderr
+    assert "'bundled'" in proc.stdout
 
 
 def test_empty_and_absurd_names_are_one_short_message() -> None:
