@@ -522,7 +522,9 @@ def load_model(
                              f"{one_line(str(exc))}") from exc
     except Exception as exc:  # noqa: BLE001 - any broken file must end as one readable line
         raise ModelLoadError(_load_message(found.spec, source, exc)) from exc
-    vocab_map, oov = _read_vocab_map(source)
+    # A hub id's files live in its cache snapshot, not under a folder named like the id.
+    folder = cached_snapshot(found.spec) if found.how in ("cached", "download") else source
+    vocab_map, oov = _read_vocab_map(str(folder)) if folder is not None else (None, 0)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov)
 
 

@@ -301,6 +301,21 @@ def test_cached_hub_id_loads_without_the_network(hub_cache: Path, tmp_path: Path
     assert net.requests == []
     assert loaded.name == "specviz-test/tiny" and loaded.model.config.vocab_size == len(tok)
     assert said == ["Loading specviz-test/tiny from the Hugging Face cache…"]
+    assert loaded.vocab_map is None
+
+
+def test_a_cached_drafts_vocab_map_is_read_from_its_snapshot(hub_cache: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    snapshot = fake_hub_cache(hub_cache, "specviz-test/tiny",
+                              files_from=save_tiny(tmp_path / "m", word_tokenizer(), 2))
+    (snapshot / models.VOCAB_MAP_FILE).write_text('{"target_ids": [0, 1], "oov_draft_id": 1}')
+    # Broken variant (the old code): the map was looked for in ./specviz-test/tiny/, so a
+    # reduced-vocabulary draft from the hub loaded without it (vocab_map None).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = load_model("specviz-test/tiny", device="cpu")
+    assert loaded.vocab_map is not None and loaded.vocab_map.tolist() == [0, 1]
+    assert loaded.oov_id == 1
 
 
 # --- damaged files: one readable ModelLoadError, for the CLI and the app alike ---------------
