@@ -387,6 +387,8 @@ CASES: dict[str, Case] = {
     "EOS inside a round, K 3, T 1, top-k 3": Case("eos", settings(3, 1.0, top_k=3)),
     "real KV caches, K 2, T 1, top-k 2, whole tree": Case("real caches",
                                                           settings(2, 1.0, top_k=2), merge=False),
+    "real KV caches, hybrid, K 2, T 1, top-k 2, whole tree": Case(
+        "real caches", settings(2, 1.0, top_k=2, drafter="hybrid"), REPEATS, merge=False),
     "lookup, K 3, T 1, top-k 3": Case("plain", settings(3, top_k=3, drafter="lookup"), REPEATS),
     "lookup, K 2, T 0.6, top-p 0.8, EOS": Case("eos", settings(2, 0.6, top_p=0.8,
                                                                 drafter="lookup"), REPEATS),
