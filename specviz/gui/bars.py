@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from html import escape
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
@@ -203,6 +203,17 @@ class RoundBarsView(QWidget):
         self._placed: list[tuple[int, int, int]] = []  # (panel, row, col) now in the layout
         self.round: Round | None = None
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """The header and key at their wrapped height for this width, and a strip of panels."""
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        m = layout.contentsMargins()
+        width = max(self.width(), hint.width()) - m.left() - m.right()
+        height = (m.top() + m.bottom() + 2 * layout.spacing()
+                  + self.header.heightForWidth(width) + self.key.heightForWidth(width)
+                  + self.scroll.minimumHeight())
+        return QSize(hint.width(), max(hint.height(), height))
+
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
             self.panels.append(BarPanel(self._font))
@@ -262,6 +273,7 @@ class RoundBarsView(QWidget):
         if rnd.extra is not None:
             self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
         self.header.setText(self._headline(rnd, discarded, selected))
+        self.updateGeometry()  # a headline on two lines needs a taller minimum
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
         cands = candidates(d)
