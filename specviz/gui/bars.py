@@ -237,8 +237,8 @@ class RoundBarsView(QWidget):
         cols = self.columns(count)
         if count:
             self._panel(count - 1)  # make sure every panel exists before sizing them
-        rows = -(-count // cols) if count else 1
-        self.graphics.setMinimumHeight(rows * PANEL_MIN_HEIGHT)
+        rows = -(-count // cols)
+        self.graphics.setMinimumHeight(rows * PANEL_MIN_HEIGHT)  # none yet: nothing to scroll
         # A lone panel (a baseline round) gets a third of the width, not all of it.
         lone = max(PANEL_MIN_WIDTH, self.scroll.viewport().width() // 3)
         for panel in self.panels:

@@ -8,6 +8,9 @@ The checks are in tests/gui/layout_check.py. What they caught before this layout
     tick labels dropped ['␣mat', '␣sun', '▶ </s>'] (the bonus / resampled token's label)
   'Acceptance by position' outside its view (the plot ran past the right edge)
   acceptance plots' left axes: tick labels dropped ['0', '0.5', '1']
+Later, in a real window (Xvfb + openbox, maximised at 1366×768), and then here too:
+  the stream's placeholder cut ('The prompt and every generated' …: Qt does not wrap it)
+  acceptance plots cut on the right once a splitter was dragged over them
 The test_old_* cases below put each old behaviour back and check that it is reported.
 """
 
