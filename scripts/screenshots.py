@@ -49,7 +49,7 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
          timeout_s: float = 600.0, size: tuple[int, int] = SIZE,
          maximized: bool = False) -> list[Path]:
     """Decode in a MainWindow and grab it; returns the PNG paths."""
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
 
     from specviz.gui.app import MainWindow, make_app
 
@@ -69,7 +69,8 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
         try:
             if maximized:  # as a first launch on a small screen does
                 window.showMaximized()
-            else:
+            else:  # a first launch maximises on a small screen (the offscreen one is 800×800)
+                window.setWindowState(Qt.WindowState.WindowNoState)
                 window.resize(*size)
                 window.show()
             _wait(app, lambda: False, 0.5)  # let a window manager place it

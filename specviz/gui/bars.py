@@ -30,7 +30,7 @@ configure_plots()
 N_SHOW = 6  # candidates per panel: enough to see the shape, few enough to read the labels
 AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick font
 PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; the title fits
-PANEL_MIN_HEIGHT = 250  # px: the title, N_SHOW rows of labels that do not touch, the x axis
+PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
 BAR = 0.4  # bar thickness; p above q within a candidate's row
 
