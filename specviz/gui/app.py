@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QFont, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -15,18 +15,22 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QProgressBar,
+    QToolButton,
 )
 
-from specviz.core.events import Event, RunFailed, Settings, from_json, to_json
-from specviz.core.models import PRESETS
+from specviz.core.events import RunFailed, Settings, to_json
+
+# Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
+from specviz.core.presets import PRESETS
 
 from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
+from .presets import mark_presets
+from .replay import Replayer
 from .run_view import RunView
 from .style import UI_POINT_SIZE
-from .worker import DecodeController, Loader, PairSpec
-
+from .worker import DecodeController, Loader, PairSpec, background_threads
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {
@@ -35,45 +39,6 @@ SHORTCUTS = {
     "pause": (["F6", "Ctrl+P"], "Pause / Resume (F6, Ctrl+P)"),
     "step": (["F10", "Ctrl+Right"], "Step (F10, Ctrl+→): exactly one round"),
 }
-
-
-class Replayer(QObject):
-    """Feeds recorded events to a RunView at a steady pace, as a live run would."""
-
-    finished = Signal()
-
-    def __init__(self, view: RunView, interval_ms: int = 60) -> None:
-        super().__init__(view)
-        self.view = view
-        self.events: list[Event] = []
-        self.timer = QTimer(self)
-        self.timer.setInterval(interval_ms)
-        self.timer.timeout.connect(self._on_timeout)
-
-    def start(self, events: list[Event]) -> None:
-        self.events = list(reversed(events))
-        self.timer.start()
-
-    def stop(self) -> None:
-        self.timer.stop()
-        self.events.clear()
-
-    @property
-    def active(self) -> bool:
-        return self.timer.isActive()
-
-    def _on_timeout(self) -> None:
-        if not self.events:
-            self.timer.stop()
-            self.finished.emit()
-            return
-        self.view.apply(self.events.pop())
-
-
-def read_recording(path: str | Path) -> list[Event]:
-    """Events from a JSON-lines file (``specviz-cli --json``, or Save recording)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [from_json(line) for line in lines if line.strip()]
 
 
 class MainWindow(QMainWindow):
@@ -88,7 +53,8 @@ class MainWindow(QMainWindow):
         self.store = settings if settings is not None else QSettings("specviz", "specviz")
         self.controller = DecodeController(loader, self)
         self.run_view = RunView()
-        self.replayer = Replayer(self.run_view)
+        self.replayer = Replayer(self.run_view, self.controller)  # stale live events stay out
+        self.replayer.progressed.connect(lambda text: self.status_label.setText(text))
         self.setCentralWidget(self.run_view)
         self._build_controls()
         self._build_actions()
@@ -98,11 +64,15 @@ class MainWindow(QMainWindow):
         w = self.controller
         w.progressed.connect(self._on_progressed)
         w.loaded.connect(self._on_loaded)
-        w.yielded.connect(self.run_view.apply)
+        self.replayer.live_yielded.connect(self.run_view.apply)
         w.failed.connect(self._on_failed)
+        w.load_cancelled.connect(self._on_load_cancelled)
+        w.loading_changed.connect(self._on_loading_changed)
+        w.availability.connect(self._on_availability)
         self.controller.state_changed.connect(self._on_state_changed)
         self._on_state_changed("idle")
         self._closed = False
+        self.clean_exit = True  # False: closing left a load or a round running (main ends it)
         if autoload:
             self.load_pair()
 
@@ -173,6 +143,19 @@ class MainWindow(QMainWindow):
         self.busy.setRange(0, 0)  # indeterminate: loading has no honest percentage
         self.busy.setMaximumWidth(180)
         self.busy.hide()
+        # Cancel gives control back at once; the load itself is abandoned (worker.py says why).
+        self.cancel_action = QAction("Cancel loading", self)
+        self.cancel_action.setShortcut(QKeySequence("Esc"))
+        self.cancel_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        self.cancel_action.setToolTip("Cancel loading (Esc): the window is yours again at once")
+        self.cancel_action.triggered.connect(self.cancel_load)
+        self.cancel_action.setEnabled(False)
+        self.addAction(self.cancel_action)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setDefaultAction(self.cancel_action)
+        self.cancel_button.setText("✕ Cancel")
+        self.cancel_button.hide()
+        self.statusBar().addWidget(self.cancel_button)
         self.state_label = QLabel()
         f = self.state_label.font()
         f.setBold(True)
@@ -231,6 +214,12 @@ class MainWindow(QMainWindow):
             self._on_failed(RunFailed("Choose a draft model (q), or tick 'Target alone'.",
                                       "input"))
             return
+        if not self.prompt.toPlainText().strip():
+            # Without this the models generate from the chat template alone.
+            self._on_failed(RunFailed("The prompt is empty: type a prompt, then press Run.",
+                                      "input"))
+            self.prompt.setFocus()
+            return
         self.save_settings()
         self.controller.start(spec, self.sampling(), self.prompt.toPlainText(),
                               chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
@@ -249,20 +238,16 @@ class MainWindow(QMainWindow):
             self.run(paused=True, steps=1)
 
     def open_recording(self, path: str | None = None) -> None:
-        """Replay a JSON-lines recording through the same views."""
+        """Replay a JSON-lines recording through the same views (``-``: standard input).
+
+        Read and checked on a thread; the live run stops and none of its events follow.
+        """
         if not path:
             path, _ = QFileDialog.getOpenFileName(self, "Open recording", "",
                                                   "Recordings (*.jsonl *.json);;All files (*)")
         if not path:
             return
-        try:
-            events = read_recording(path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self._on_failed(RunFailed(f"Could not read {path}: {exc}", "input"))
-            return
-        self.controller.stop()
-        self.status_label.setText(f"Replaying {Path(path).name} ({len(events)} events)")
-        self.replayer.start(events)
+        self.replayer.open(path)
 
     def save_recording(self, path: str | None = None) -> None:
         """Write the shown run's events as JSON lines (replayable with Open recording)."""
@@ -277,24 +262,45 @@ class MainWindow(QMainWindow):
 
     # -- worker reports ----------------------------------------------------------------------------
 
+    def cancel_load(self) -> None:
+        """Give control back now; the abandoned load's result is dropped when it arrives."""
+        self.controller.cancel_load()
+
     def _on_progressed(self, message: str) -> None:
         self.busy.show()
         self.status_label.setText(message)
 
+    def _on_loading_changed(self, loading: bool) -> None:
+        self.cancel_action.setEnabled(loading)
+        self.cancel_button.setVisible(loading)
+        self.busy.setVisible(loading)
+
+    def _on_load_cancelled(self, description: str) -> None:
+        self.status_label.setText(f"Cancelled loading {description}. Nothing is loaded: press "
+                                  "Load pair or Run to load a pair.")
+        if self.run_view.record.started is None:
+            self.run_view.info.setText("Nothing loaded: pick a pair, then press Load pair "
+                                       "or Run (F5).")
+
     def _on_loaded(self, description: str) -> None:
         self.busy.hide()
         self.status_label.setText(f"Ready: {description}")
+        self.run_view.clear_error()  # a good pair: the last failure is history
         if self.run_view.record.started is None:
             self.run_view.info.setText(f"Ready: {description}. Press Run (F5) or Step (F10).")
 
     def _on_failed(self, failure: RunFailed) -> None:
-        self.busy.hide()
+        if not self.controller.loading:
+            self.busy.hide()
         self.status_label.setText(f"Error: {failure.message}")
         if self.run_view.record.started is None:
             self.run_view.info.setText("Nothing loaded: fix the pair (or the setting) named "
                                        "above, then press Load pair or Run.")
         self.run_view.apply(failure)
         self.run_view.flush()  # an error shows at once, even if the timer is busy
+
+    def _on_availability(self, availability: dict[str, str]) -> None:
+        mark_presets(self.preset, availability)
 
     def _on_state_changed(self, state: str) -> None:
         busy = state != "idle"
@@ -303,7 +309,7 @@ class MainWindow(QMainWindow):
         self.pause_button.setText("▶ Resume" if state == "paused" else "❚❚ Pause")
         self.state_label.setText({"idle": "idle", "running": "● running",
                                   "paused": "❚❚ paused — Step (F10) or Resume (F6)"}[state])
-        if not busy:
+        if not busy and not self.controller.loading:
             self.busy.hide()
 
     def _on_present_toggled(self, on: bool) -> None:
@@ -315,15 +321,21 @@ class MainWindow(QMainWindow):
 
     # -- closing ---------------------------------------------------------------------------
 
+    # A round of a big model on a CPU can take seconds, and a load cannot be interrupted:
+    # closing waits this long for the round in flight, never for a load (main() then ends
+    # the process without them; see startup.hard_exit).
+    CLOSE_WAIT_MS = 1500
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        """Save settings, stop the run, end the worker thread (it finishes its round)."""
+        """Save settings, stop the run, abandon a load; wait for a round at most 1.5 s."""
         if not self._closed:
             self._closed = True
             self.save_settings()
             self.replayer.stop()
             self.run_view.timer.stop()
             self.hide()  # feels instant even while the last round finishes
-            self.controller.shutdown()
+            self.clean_exit = self.controller.shutdown(wait_ms=self.CLOSE_WAIT_MS) and \
+                not background_threads()
         event.accept()
 
 
@@ -359,9 +371,11 @@ BROKEN_PYSIDE = {"6.12.0"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Open the window at once and load the pair on the worker thread."""
+    """Show the window first; torch, transformers and the pair load on a thread after that."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     import PySide6
+
+    from .startup import FirstPaint, SignalBridge, hard_exit, trace, trace_mode
 
     if PySide6.__version__ in BROKEN_PYSIDE:
         print(f"specviz: warning: PySide6 {PySide6.__version__} has a reference-count bug that "
@@ -369,20 +383,59 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     app = make_app()
     draft, target = (PRESETS[args.pair] if args.pair else (args.draft, args.target))
+    autoload = not args.no_load and not args.replay
     window = MainWindow(draft=draft, target=target, device=args.device, prompt=args.prompt,
-                        autoload=not args.no_load and not args.replay)
+                        autoload=False)
     if args.pair:
         window._set_preset(args.pair)
+    if not autoload and not args.replay:
+        window.status_label.setText("Nothing loaded (--no-load): press Load pair or Run (F5).")
+        window.run_view.info.setText("No pair loaded yet: pick one on the left, then press "
+                                     "Load pair, or Run (F5) to load it and run.")
+
+    exit_code: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        if exit_code:  # a second Ctrl+C while closing: go now
+            hard_exit(exit_code[0])
+        exit_code.append(128 + signum)  # the shell's convention: 130 for SIGINT
+        window.close()
+        app.exit(exit_code[0])
+
+    bridge = SignalBridge(app, on_signal)
+    quit_after = trace_mode() == "quit"
+
+    def on_shown() -> None:
+        trace("shown")
+        if autoload:
+            window.load_pair()  # the load thread imports torch and transformers now
+            trace("loading")
+        elif quit_after and not args.replay:
+            window.close()
+        window.controller.probe_availability()
+
+    def on_ready(what: str) -> None:
+        trace(what)
+        if quit_after:
+            window.close()
+
+    if trace_mode():
+        window.controller.loaded.connect(lambda _d: on_ready("ready"))
+        window.controller.failed.connect(lambda _f: on_ready("failed"))
+    FirstPaint(window, on_shown)
     window.show()
     if args.replay:
         window.open_recording(args.replay)
     try:
-        return int(app.exec())
-    except KeyboardInterrupt:  # pragma: no cover - Ctrl+C in the terminal
-        return 130
+        code = int(app.exec())
     finally:
         if not window._closed:
-            window.close()
+            window.close()  # saves the settings
+        bridge.restore()
+    code = exit_code[0] if exit_code else code
+    if not window.clean_exit:
+        hard_exit(code)  # a load (or a long round) is still running: see hard_exit
+    return code
 
 
-__all__ = ["CUSTOM", "MainWindow", "main", "read_recording"]
+__all__ = ["CUSTOM", "MainWindow", "main"]
