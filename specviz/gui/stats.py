@@ -248,6 +248,8 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.values[key], row, col)
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
+        # Narrow: the numbers take two rows, and the formula stays in the tooltips.
+        self.formula.setVisible(columns == 6)
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())
