@@ -211,7 +211,8 @@ class RunView(QWidget):
         """A clear message above the views; what was generated stays on screen."""
         title = {"oom": "Out of memory", "load": "Could not load the models",
                  "tokenizer": "Incompatible tokenizers", "input": "Check the settings",
-                 "decoder": "The decoder failed"}.get(kind, "Error")
+                 "decoder": "The decoder failed", "recording": "Could not read the recording",
+                 "stopped": "Stopped"}.get(kind, "Error")
         # Capped and breakable: a 20,000-character line once made the window 237,013 px wide.
         shown = breakable(escape(capped(message, BANNER_CHARS)))
         self.banner.setText(f"<b>{title}.</b> {shown}")
