@@ -60,7 +60,7 @@ from .prompts import (
 )
 
 DEFAULT_ROOT = Path("~/.cache/specviz/teacher")
-DEFAULT_MIX = "self=0.45,code=0.1,zh=0.08,text=0.12,general=0.1,templates=0.15"
+DEFAULT_MIX = "self=0.5,code=0.1,zh=0.05,text=0.12,general=0.08,templates=0.15"
 SOURCES = ("self", "code", "zh", "text", "general", "templates")
 SAMPLED = ("self", "code", "zh", "text")
 RUN_FILE = "run.json"
@@ -109,6 +109,15 @@ def parse_mix(spec: str) -> dict[str, float]:
     if total <= 0:
         raise ValueError("the prompt mix has no positive weight")
     return {k: v / total for k, v in mix.items() if v > 0}
+
+
+def cjk_share(text: str) -> float:
+    """Share of CJK ideographs and CJK punctuation among the letters of ``text``."""
+    letters = [c for c in text if c.isalpha() or "\u3000" <= c <= "\u303f"
+               or "\uff00" <= c <= "\uffef"]
+    cjk = sum("\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
+              for c in letters)
+    return cjk / max(len(letters), 1)
 
 
 def user_turn_parts(tokenizer: Any) -> tuple[str, str] | None:
@@ -210,6 +219,8 @@ class PromptMaker:
             return False
         if "<|" in p.text or "|>" in p.text or len(prompt_key(p.text)) < 6:
             return False
+        if p.source == "zh" and cjk_share(p.text) < 0.6:
+            return False  # a small target's "Chinese" is often mixed-script noise
         return self.evaluation.allows(p.text)
 
     def make(self, n: int, rng: random.Random, gen: torch.Generator,

@@ -183,3 +183,11 @@ def test_a_repetitive_target_still_gives_distinct_prompts(
                                    evaluation=EvalFilter([]), batch=5, **KW)
     sampled = [prompt_key(p.text) for p in out if p.source == "self"]
     assert len(sampled) >= 3 and len(sampled) == len(set(sampled))
+
+
+def test_chinese_prompts_must_be_mostly_chinese() -> None:
+    assert teacher.cjk_share("用Python写一个计算列表平均值的函数。") > 0.6
+    assert teacher.cjk_share("请解释x忍定vahamla:אסם الكلاف עواص.") < 0.6
+    with pytest.raises(ValueError):
+        teacher.parse_mix("self=1,poems=2")
+    assert teacher.parse_mix("self=3,text=1") == {"self": 0.75, "text": 0.25}
