@@ -431,6 +431,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--teacher-precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
+    p.add_argument("--summary", action="store_true",
+                   help="print rows, prompt mix and hardware of the shards under the run "
+                        "folder (or --root with --run '') and exit")
     p.add_argument("--prompts-only", type=int, default=0, metavar="N",
                    help="only write N prompts (one per line) to <run>/prompts.txt")
     args = p.parse_args(argv)
@@ -457,6 +460,9 @@ def main(argv: list[str]) -> int:
 
     args = parse_args(argv)
     folder = run_folder(args)
+    if args.summary:
+        print(json.dumps(summary(folder), indent=1, ensure_ascii=False))
+        return 0
     folder.mkdir(parents=True, exist_ok=True)
     settings = {k: getattr(args, k) for k in FIXED}
     run_file = folder / RUN_FILE

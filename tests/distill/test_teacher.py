@@ -138,6 +138,7 @@ def test_killed_teacher_resumes_without_duplicate_or_lost_rows(
     assert m["teacher_precision"] == "fp32" and m["command"].startswith("specviz distill teacher")
     info = teacher.summary(resumed)
     assert info["rows"] == sum(rows) and sum(info["prompt_mix"].values()) == 24
+    assert teacher.main(["--out", str(resumed), "--summary"]) == 0
 
     # A resumed run must keep the settings its shards were made with.
     other = _argv(tiny_target, resumed)
