@@ -139,6 +139,7 @@ def test_killed_teacher_resumes_without_duplicate_or_lost_rows(
     info = teacher.summary(resumed)
     assert info["rows"] == sum(rows) and sum(info["prompt_mix"].values()) == 24
     assert teacher.main(["--out", str(resumed), "--summary"]) == 0
+    assert distill.main(["teacher", "--out", str(resumed), "--summary"]) == 0  # subcommand
 
     # A resumed run must keep the settings its shards were made with.
     other = _argv(tiny_target, resumed)
