@@ -224,7 +224,7 @@ class PromptMaker:
         return self.evaluation.allows(p.text)
 
     def make(self, n: int, rng: random.Random, gen: torch.Generator,
-             seen: set[str], rounds: int = 4) -> list[Prompt]:
+             seen: set[str], rounds: int = 2) -> list[Prompt]:
         """``n`` prompts from the mix; sampled ones new (not in ``seen``, which is updated)."""
         names = list(self.mix)
         picks = Counter(rng.choices(names, weights=[self.mix[k] for k in names], k=n))
@@ -241,9 +241,10 @@ class PromptMaker:
         for _ in range(rounds):
             if not any(need.values()):
                 break
-            # Over-ask: some samples are unfinished, too short, repeated or filtered out.
+            # Over-ask: some samples are unfinished, too short, repeated or filtered out (a
+            # pass costs max_prompt_tokens steps whatever its batch, so ask for plenty).
             wanted = [(k, rng.choice(self._openers(k))) for k, c in need.items()
-                      for _ in range(c + (c + 1) // 2)]
+                      for _ in range(2 * c)]
             for p in self._sample(wanted, rng, gen):
                 if p is None or not need.get(p.source) or not self.usable(p):
                     continue
