@@ -113,6 +113,25 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         return [rounds * p for p in probs]
 
 
+FORMULA = ("expected = E[tokens / round] ÷ (K·c + v), E = (1 − α<sup>K+1</sup>) / (1 − α);"
+           " c, v = draft pass, verify pass ÷ one target step")
+
+
+def paper_tooltip(stats: SpeedStats) -> str:
+    """The paper's form (verify = one step) beside the measured one, for the tooltip."""
+    lines = ["Expected speedup = E[tokens per round] ÷ (K·c + v), in one-token target steps:",
+             "E = (1 − α^(K+1)) / (1 − α), c = draft pass ÷ step, v = verify pass ÷ step."]
+    if stats.target_step_s > 0:
+        lines.append(f"Measured: c = {stats.cost_ratio:.2f}, v = {stats.verify_cost:.2f} "
+                     f"(step {stats.target_step_s * 1000:.1f} ms).")
+    else:
+        lines.append("No target step measured yet (it is timed when a pair loads): no figure.")
+    if stats.paper_speedup:
+        lines.append(f"Paper's form (Leviathan et al., v = 1): {stats.paper_speedup:.2f}×, "
+                     "which assumes verifying K + 1 positions costs one step.")
+    return "\n".join(lines)
+
+
 class SpeedView(QWidget):
     """Big numbers: tokens/s, target passes per token, expected and measured speedup."""
 
@@ -151,8 +170,7 @@ class SpeedView(QWidget):
             grid.addWidget(label, row + 1, col)
             self.values[key] = value
             self.names[key] = label
-        self.formula = QLabel("expected = (1 − α<sup>K+1</sup>) / ((1 − α)(K·c + 1)), "
-                              "c = draft pass / verify pass")
+        self.formula = QLabel(FORMULA)
         self.formula.setFont(name_font)
         self.formula.setStyleSheet(f"color: {GREY}")
         self.formula.setAlignment(Qt.AlignmentFlag.AlignHCenter)
@@ -169,8 +187,15 @@ class SpeedView(QWidget):
         dash = "—"
         self.values["alpha"].setText(f"{stats.alpha:.2f}" if speculative else dash)
         self.values["cost_ratio"].setText(f"{stats.cost_ratio:.2f}" if speculative else dash)
-        self.values["expected_speedup"].setText(f"{stats.expected_speedup:.2f}×")
+        self.values["expected_speedup"].setText(
+            f"{stats.expected_speedup:.2f}×" if stats.expected_speedup else dash)
+        tip = paper_tooltip(stats)
+        self.values["expected_speedup"].setToolTip(tip)
+        self.names["expected_speedup"].setToolTip(tip)
         self.values["measured_speedup"].setText(
             f"{stats.measured_speedup:.2f}×" if stats.measured_speedup else dash)
         against = f" ({stats.measured_against})" if stats.measured_against else ""
         self.names["measured_speedup"].setText("measured speedup" + against)
+        self.names["measured_speedup"].setToolTip(
+            "Measured: tokens/s of this run ÷ tokens/s of the target alone (a race), or ÷ "
+            "1 / (the target's one-token step, timed when the pair loaded). Never estimated.")
