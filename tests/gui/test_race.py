@@ -1,0 +1,185 @@
+"""The race view: two runs on one shared clock; a race recording read back shows the same."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specviz.core.events import RunFinished, RunStarted, from_json, to_json
+from specviz.gui.race_view import RaceView
+from specviz.gui.run_view import RunView
+from tests.gui.scripted import PROMPT, baseline_events, speculative_events
+from tests.mutation import mutant
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+def scripted_race(temperature: float | None = None) -> list:
+    events = [*speculative_events(), *baseline_events()]
+    if temperature is None:
+        return events
+    return [replace(e, settings=replace(e.settings, temperature=temperature))
+            if isinstance(e, RunStarted) else e for e in events]
+
+
+@pytest.fixture
+def race_view(qtbot) -> RaceView:
+    view = RaceView(frame_ms=10_000)  # the clock is moved by hand with set_time
+    qtbot.addWidget(view)
+    view.resize(1600, 900)
+    return view
+
+
+def stream_text(events: list, qtbot) -> str:
+    view = RunView(frame_ms=10_000)
+    qtbot.addWidget(view)
+    for e in events:
+        view.apply(e)
+    view.flush(now=0.0)
+    view.stream.apply_strikes(now=100.0)
+    return view.stream.toPlainText()
+
+
+def test_both_panes_follow_one_clock_from_their_own_timestamps(race_view: RaceView) -> None:
+    assert race_view.load(scripted_race())
+    state = race_view.state()
+    assert (state.speculative.rounds, state.baseline.rounds) == (0, 0)
+    assert state.speculative.text == state.baseline.text == PROMPT
+    race_view.set_time(0.25)  # speculative rounds end at 0.1, 0.2, 0.3 ..; target alone too
+    state = race_view.state()
+    assert (state.speculative.rounds, state.speculative.tokens) == (2, 7)
+    assert (state.baseline.rounds, state.baseline.tokens) == (2, 2)
+    assert state.speculative.clock == state.baseline.clock == "0.25 s"
+    assert state.speculative.tokens_per_s == "28.0"  # 7 tokens in 0.25 s
+    assert state.baseline.tokens_per_s == "8.0"
+    assert "when both" in state.speedup
+    race_view.set_time(0.4)  # the target alone finished at 0.3 s: its clock stops there
+    state = race_view.state()
+    assert state.baseline.clock == "0.30 s" and "done in 0.30 s" in state.baseline.status
+    assert state.speculative.clock == "0.40 s" and "done" not in state.speculative.status
+    race_view.set_time(10.0)  # clamped to the race's end, 0.5 s
+    state = race_view.state()
+    assert state.time_s == 0.5
+    assert state.speedup == "Measured speedup 2.00×  (20.0 vs 10.0 tokens/s)"
+    assert "differ by design" in state.identity  # T = 1
+
+
+def test_each_pane_draws_its_run_as_the_live_view(qtbot, race_view: RaceView) -> None:
+    race_view.load(scripted_race())
+    race_view.set_time(race_view.duration_s)
+    for pane in race_view.panes.values():
+        pane.stream.apply_strikes(now=100.0)
+    assert race_view.panes["speculative"].stream.toPlainText() == \
+        stream_text(speculative_events(), qtbot)
+    assert race_view.panes["baseline"].stream.toPlainText() == \
+        stream_text(baseline_events(), qtbot)
+    kinds = {s.kind for s in race_view.panes["speculative"].stream.spans}
+    assert kinds == {"accepted", "rejected", "resampled", "bonus"}
+    assert {s.kind for s in race_view.panes["baseline"].stream.spans} == {"target"}
+
+
+def test_greedy_identity_check(race_view: RaceView) -> None:
+    events = scripted_race(temperature=0.0)
+    race_view.load(events)
+    assert "checked when both" in race_view.state().identity  # not before the end
+    race_view.set_time(1.0)
+    assert race_view.state().identity.startswith("T = 0: identical text ✗")
+    assert "token 3" in race_view.state().identity  # " the cat" then " dog" vs " sat"
+    spec_ids = events[5].generated_ids
+    same = [replace(e, generated_ids=spec_ids) if isinstance(e, RunFinished) else e
+            for e in events]
+    race_view.load(same)
+    race_view.set_time(1.0)
+    assert race_view.state().identity.startswith("T = 0: identical text ✓")
+
+
+def test_the_clock_going_back_redraws_the_past(race_view: RaceView, qtbot) -> None:
+    race_view.load(scripted_race())
+    race_view.set_time(0.45)
+    race_view.set_time(0.15)
+    back = race_view.state()
+    fresh = RaceView(frame_ms=10_000)
+    qtbot.addWidget(fresh)
+    fresh.load(scripted_race())
+    fresh.set_time(0.15)
+    assert back == fresh.state()
+
+
+def test_says_on_screen_how_it_was_measured(race_view: RaceView) -> None:
+    race_view.load(scripted_race())
+    race_view.show()
+    assert race_view.note.isVisible()
+    assert "one after the other" in race_view.note.text()
+    assert "one clock" in race_view.note.text()
+
+
+def test_a_race_recording_read_back_reproduces_the_view(qtbot, tmp_path: Path) -> None:
+    live = RaceView(frame_ms=10_000)
+    qtbot.addWidget(live)
+    events = scripted_race(temperature=0.0)
+    for e in events[:8]:  # the speculative run and the start of the target alone
+        live.apply(e)
+    assert live.race is None and live.state().baseline.rounds == 1
+    for e in events[8:]:
+        live.apply(e)
+    assert live.race is not None and live.playing  # measured: now both replay together
+    live.pause()
+    path = tmp_path / "race.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in live.events), encoding="utf-8")
+    try:
+        from specviz.core.recording import read_recording  # the validating reader
+        back = read_recording(path)
+    except ImportError:  # not merged yet: the plain reader
+        back = [from_json(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    replayed = RaceView(frame_ms=10_000)
+    qtbot.addWidget(replayed)
+    assert replayed.load(back)
+    assert back == events
+    for t in (0.0, 0.1, 0.25, 0.35, 0.5):
+        live.set_time(t)
+        replayed.set_time(t)
+        assert replayed.state() == live.state(), t
+
+
+def test_not_a_race_is_refused(race_view: RaceView) -> None:
+    assert not race_view.load(speculative_events())
+    assert race_view.race is None
+
+
+RACE_VIEW = sys.modules["specviz.gui.race_view"]
+MUTANTS = {
+    "no redraw when the clock goes back": (
+        "test_the_clock_going_back_redraws_the_past", "RacePane",
+        [("if n < self.shown:", "if False:")]),
+    "one clock for both: the longer run's time": (
+        "test_both_panes_follow_one_clock_from_their_own_timestamps", "RacePane",
+        [("own = min(t, side.duration_s) if side.finished is not None else t", "own = t")]),
+    "identity shown before the end": (
+        "test_greedy_identity_check", "RaceView",
+        [("if t < race.duration_s or race.identical is None:", "if race.identical is None:")]),
+    "speedup shown before the end": (
+        "test_both_panes_follow_one_clock_from_their_own_timestamps", "RaceView",
+        [("        if t < race.duration_s:\n            return \"Speedup: when both runs have "
+          "finished\"\n", "")]),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_test_rejects_its_broken_variant(name: str, qtbot,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    test_name, attr, edits = MUTANTS[name]
+    broken = mutant(getattr(RACE_VIEW, attr), *edits)
+    monkeypatch.setattr(RACE_VIEW, attr, broken)
+    monkeypatch.setitem(globals(), attr, broken)
+    view = broken(frame_ms=10_000) if attr == "RaceView" else RACE_VIEW.RaceView(frame_ms=10_000)
+    qtbot.addWidget(view)
+    view.resize(1600, 900)
+    test = globals()[test_name]
+    with pytest.raises(AssertionError):
+        if test_name == "test_the_clock_going_back_redraws_the_past":
+            test(view, qtbot)
+        else:
+            test(view)
