@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specviz.core.events import RunFinished, RunStarted, from_json, to_json
-from specviz.gui.race_view import RaceView
+from specviz.gui.race_view import RaceView, user_text
 from specviz.gui.run_view import RunView
 from tests.gui.scripted import PROMPT, baseline_events, speculative_events
 from tests.mutation import mutant
@@ -47,7 +47,8 @@ def test_both_panes_follow_one_clock_from_their_own_timestamps(race_view: RaceVi
     assert race_view.load(scripted_race())
     state = race_view.state()
     assert (state.speculative.rounds, state.baseline.rounds) == (0, 0)
-    assert state.speculative.text == state.baseline.text == PROMPT
+    assert state.speculative.text == state.baseline.text == ""  # nothing written yet
+    assert race_view.prompt.text() == f"Prompt (both runs): “{PROMPT}”"  # shown once
     race_view.set_time(0.25)  # speculative rounds end at 0.1, 0.2, 0.3 ..; target alone too
     state = race_view.state()
     assert (state.speculative.rounds, state.speculative.tokens) == (2, 7)
@@ -72,13 +73,30 @@ def test_each_pane_draws_its_run_as_the_live_view(qtbot, race_view: RaceView) ->
     race_view.set_time(race_view.duration_s)
     for pane in race_view.panes.values():
         pane.stream.apply_strikes(now=100.0)
-    assert race_view.panes["speculative"].stream.toPlainText() == \
+    # The same tokens as the live view draws after the prompt (shown once, above the panes).
+    assert PROMPT + race_view.panes["speculative"].stream.toPlainText() == \
         stream_text(speculative_events(), qtbot)
-    assert race_view.panes["baseline"].stream.toPlainText() == \
+    assert PROMPT + race_view.panes["baseline"].stream.toPlainText() == \
         stream_text(baseline_events(), qtbot)
     kinds = {s.kind for s in race_view.panes["speculative"].stream.spans}
     assert kinds == {"accepted", "rejected", "resampled", "bonus"}
     assert {s.kind for s in race_view.panes["baseline"].stream.spans} == {"target"}
+
+
+def test_the_prompt_shows_without_its_chat_template() -> None:
+    chatml = ("<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n<|im_start|>user\n"
+              "What are three facts about water?<|im_end|>\n<|im_start|>assistant\n")
+    assert user_text(chatml) == "What are three facts about water?"
+    assert user_text("[INST] Hello there [/INST]") == "Hello there"
+    assert user_text("Once upon") == "Once upon"  # no template: the prompt itself
+
+
+def test_the_first_to_finish_is_named(race_view: RaceView) -> None:
+    race_view.load(scripted_race())
+    race_view.set_time(0.5)
+    state = race_view.state()
+    assert state.baseline.status == "✔ done in 0.30 s — finished first"
+    assert state.speculative.status == "✔ done in 0.50 s"
 
 
 def test_greedy_identity_check(race_view: RaceView) -> None:
