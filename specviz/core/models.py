@@ -534,7 +534,9 @@ def _read_vocab_map(source: str) -> tuple[torch.Tensor | None, int]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise bad(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise bad(f"not valid JSON (byte {exc.start} is not UTF-8 text)") from exc
+    except OSError as exc:
         raise bad(one_line(str(exc), 160)) from exc
     if not isinstance(data, dict) or not isinstance(data.get("target_ids"), list):
         raise bad('expected {"target_ids": [ids...], "oov_draft_id": id}')
