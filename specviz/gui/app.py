@@ -24,6 +24,7 @@ from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
 from .replay import Replayer
+from .stage import install_stage
 from .run_view import RunView
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec
@@ -65,6 +66,7 @@ class MainWindow(QMainWindow):
         self.controller.state_changed.connect(self._on_state_changed)
         self._on_state_changed("idle")
         self._closed = False
+        install_stage(self)  # race (F7), the step measured at load, File → Export
         if autoload:
             self.load_pair()
 

@@ -158,7 +158,7 @@ class RunRecord:
         if baseline_tokens_per_s:
             stats.measured_speedup = speedup_vs_run(stats.tokens_per_s, baseline_tokens_per_s)
             stats.measured_against = ("vs target alone, same prompt and seed (race)" if race
-                                      else "vs a target-alone run of this pair")
+                                      else "vs a baseline run of the target alone")
         elif step > 0:
             stats.measured_speedup = speedup_vs_step(n, elapsed, step)
             stats.measured_against = describe_step(step)

@@ -14,7 +14,8 @@ from specviz.gui.run_view import RunView
 from tests.gui.scripted import PROMPT, baseline_events, speculative_events
 from tests.mutation import mutant
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
+                                       "This plugin does not support raise")
 
 
 def scripted_race(temperature: float | None = None) -> list:
@@ -201,3 +202,74 @@ def test_each_test_rejects_its_broken_variant(name: str, qtbot,
             test(view, qtbot)
         else:
             test(view)
+
+
+# -- in the app: Run → Race (F7), the step measured at load, File → Export ------------------
+
+
+@pytest.fixture
+def window(qtbot, settings_store, tiny_pair):
+    from specviz.gui.app import CUSTOM, MainWindow
+
+    w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
+    qtbot.addWidget(w)
+    w._set_preset(CUSTOM)
+    w.draft_edit.setText("tiny-draft")
+    w.target_edit.setText("tiny-target")
+    w.device.setCurrentText("cpu")
+    w.max_new.setValue(10)
+    w.temperature.setValue(0.0)
+    w.seed.setValue(-1)  # random: the race must still give both runs one seed
+    w.prompt.setPlainText("the cat")
+    yield w
+    w.close()
+
+
+def test_the_race_action_runs_both_one_after_the_other(qtbot, window) -> None:
+    window.actions_by_name["race"].trigger()
+    view = window.race_window.view
+    qtbot.waitUntil(lambda: view.race is not None, timeout=60000)
+    race = view.race
+    assert race.speculative.started.settings.seed == race.baseline.started.settings.seed
+    assert race.speculative.started.settings.seed is not None
+    assert [type(e).__name__ for e in view.events].count("RunStarted") == 2
+    assert view.playing  # measured, now replayed together
+    view.set_time(view.duration_s)
+    assert view.state().identity.startswith("T = 0: identical text ✓")
+    assert view.state().speedup.startswith("Measured speedup")
+    assert window.race_window.isVisible()
+
+
+def test_the_step_is_measured_when_a_pair_loads(qtbot, window) -> None:
+    window.load_pair()
+    qtbot.waitUntil(lambda: ("tiny-target", "cpu") in window.run_view.target_step_s,
+                    timeout=60000)
+    assert window.run_view.target_step_s[("tiny-target", "cpu")] > 0
+    window.actions_by_name["run"].trigger()
+    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=60000)
+    window.run_view.flush()
+    name = window.run_view.speed.names["measured_speedup"].text()
+    assert "one-token step" in name and "measured at load" in name
+
+
+def test_file_menu_has_export_and_race_recordings(window) -> None:
+    file_menu = next(a.menu() for a in window.menuBar().actions()
+                     if a.menu() is not None and a.menu().title() == "&File")
+    titles = [a.text() for a in file_menu.actions()]
+    assert "Open race recording (.jsonl)…" in titles and "&Export" in titles
+    export_menu = next(a.menu() for a in file_menu.actions() if a.text() == "&Export")
+    labels = " ".join(a.text() for a in export_menu.actions())
+    for what in ("PNG", "SVG", "HTML", "GIF"):
+        assert what in labels
+
+
+def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
+    from specviz.gui.stage import open_race_recording
+
+    path = tmp_path / "race.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in scripted_race()), encoding="utf-8")
+    assert open_race_recording(window, window.race_window, str(path))
+    assert window.race_window.view.race is not None
+    single = tmp_path / "run.jsonl"
+    single.write_text("".join(to_json(e) + "\n" for e in speculative_events()), encoding="utf-8")
+    assert not open_race_recording(window, window.race_window, str(single))

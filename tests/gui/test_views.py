@@ -209,7 +209,7 @@ def test_speed_numbers(view: RunView) -> None:
     play(view, baseline_events())
     play(view, speculative_events())  # a baseline run of the same target is now known
     assert view.speed.values["measured_speedup"].text() == "2.00×"  # 20 tok/s vs 10 tok/s
-    assert "target-alone run" in view.speed.names["measured_speedup"].text()
+    assert "baseline run" in view.speed.names["measured_speedup"].text()
 
 
 def test_baseline_tokens_are_grey(view: RunView) -> None:
