@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "recordings")
     parser.add_argument("--only", choices=list(RECORDINGS), action="append")
     parser.add_argument("--max-new-tokens", type=int)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1: steadier timings on a shared machine)")
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
     pair = load_pair(*PRESETS[DEFAULT_PAIR])
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.only or list(RECORDINGS):

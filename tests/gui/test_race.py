@@ -207,8 +207,17 @@ def test_each_test_rejects_its_broken_variant(name: str, qtbot,
 # -- in the app: Run → Race (F7), the step measured at load, File → Export ------------------
 
 
+WAIT_MS = 60_000  # tiny models: seconds at most, even on a busy machine
+
+
 @pytest.fixture
 def window(qtbot, settings_store, tiny_pair):
+    w = make_window(qtbot, settings_store, tiny_pair)
+    yield w
+    w.close()
+
+
+def make_window(qtbot, settings_store, tiny_pair):
     from specviz.gui.app import CUSTOM, MainWindow
 
     w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
@@ -221,14 +230,13 @@ def window(qtbot, settings_store, tiny_pair):
     w.temperature.setValue(0.0)
     w.seed.setValue(-1)  # random: the race must still give both runs one seed
     w.prompt.setPlainText("the cat")
-    yield w
-    w.close()
+    return w
 
 
 def test_the_race_action_runs_both_one_after_the_other(qtbot, window) -> None:
     window.actions_by_name["race"].trigger()
     view = window.race_window.view
-    qtbot.waitUntil(lambda: view.race is not None, timeout=60000)
+    qtbot.waitUntil(lambda: view.race is not None, timeout=WAIT_MS)
     race = view.race
     assert race.speculative.started.settings.seed == race.baseline.started.settings.seed
     assert race.speculative.started.settings.seed is not None
@@ -243,10 +251,10 @@ def test_the_race_action_runs_both_one_after_the_other(qtbot, window) -> None:
 def test_the_step_is_measured_when_a_pair_loads(qtbot, window) -> None:
     window.load_pair()
     qtbot.waitUntil(lambda: ("tiny-target", "cpu") in window.run_view.target_step_s,
-                    timeout=60000)
+                    timeout=WAIT_MS)
     assert window.run_view.target_step_s[("tiny-target", "cpu")] > 0
     window.actions_by_name["run"].trigger()
-    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=60000)
+    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=WAIT_MS)
     window.run_view.flush()
     name = window.run_view.speed.names["measured_speedup"].text()
     assert "one-token step" in name and "measured at load" in name
@@ -273,3 +281,37 @@ def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
     single = tmp_path / "run.jsonl"
     single.write_text("".join(to_json(e) + "\n" for e in speculative_events()), encoding="utf-8")
     assert not open_race_recording(window, window.race_window, str(single))
+
+
+import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
+STAGE_MUTANTS = {
+    "a seed per run": ("test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
+                       [("if settings.seed is None:  # both runs draw from one seed",
+                         "if False:")]),
+    "the target alone started at once, beside the speculative run": (
+        "test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
+        [('        self._start_phase("speculative")\n',
+          '        self._start_phase("speculative")\n        self._start_phase("baseline")\n')]),
+    "the loader not wrapped: no step measured": (
+        "test_the_step_is_measured_when_a_pair_loads", "_wrap_loader",
+        [("owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]",
+          "pass")]),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGE_MUTANTS))
+def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_store,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytestqt.exceptions import TimeoutError as QtTimeout
+
+    from tests.tiny import tiny_pair
+
+    test_name, attr, edits = STAGE_MUTANTS[name]
+    monkeypatch.setattr(STAGE, attr, mutant(getattr(STAGE, attr), *edits))
+    monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
+    w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
+    try:
+        with pytest.raises((AssertionError, QtTimeout)):
+            globals()[test_name](qtbot, w)
+    finally:
+        w.close()
