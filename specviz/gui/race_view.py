@@ -414,7 +414,8 @@ class RaceView(QWidget):
         if not race.complete:
             return "Speedup: one run did not finish, so none is measured"
         if t < race.duration_s:
-            return "Speedup: when both runs have finished"
+            spec_n, base_n = race.speculative.tokens_at(t), race.baseline.tokens_at(t)
+            return f"{spec_n} vs {base_n} tokens so far · speedup: when both runs have finished"
         spec = race.speculative.finished
         base = race.baseline.finished
         assert spec is not None and base is not None
