@@ -42,7 +42,11 @@ def projector_scale(width: int) -> float:
 def _offscreen(widget: QWidget, size: tuple[int, int], scale: float) -> None:
     """Lay a widget out at the logical size that, scaled, fills ``size`` pixels."""
     widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
-    widget.resize(round(size[0] / scale), round(size[1] / scale))
+    logical = (round(size[0] / scale), round(size[1] / scale))
+    # Fixed: an offscreen top-level may otherwise keep a size of its own choosing (a
+    # GraphicsLayoutWidget asked for 1280 × 720 stays at ~640 × 500). Export views are
+    # throwaway views, so fixing their size costs nothing.
+    widget.setFixedSize(*logical)
     widget.show()
     QApplication.processEvents()
 
@@ -303,6 +307,11 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
     from .run_view import RunView
 
     view = RunView(frame_ms=1_000_000)  # frames are drawn by hand below
+    _offscreen(view, size, projector_scale(size[0]))
+    splitters = getattr(view, "splitters", ())
+    if splitters:  # at projector type the plots need half the width, not the live 44 %
+        top = splitters[0]
+        top.setSizes([top.width() // 2, top.width() - top.width() // 2])
     times = [0.0]
     images: list[QImage] = []
     pending: list[Event] = []
