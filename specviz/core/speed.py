@@ -55,11 +55,14 @@ def describe_step(step_s: float) -> str:
 
 
 def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: int = 32,
-                        clock: Callable[[], float] = time.perf_counter) -> float:
+                        clock: Callable[[], float] = time.perf_counter,
+                        budget_s: float = 1.0) -> float:
     """Seconds of one target step (median of ``passes`` after ``warmup``), as the baseline does it.
 
     A ``context``-token prefix is cached first; each step then feeds one token, keeps one row
     of logits and turns it into probabilities, as the autoregressive decoder does per token.
+    Timed passes stop early once they took ``budget_s`` (at least one is always timed), so a
+    large model or a busy machine does not hold the load up for long.
     """
     import torch
     from transformers import DynamicCache
@@ -76,7 +79,9 @@ def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: in
         out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         token = out.logits[0, -1, :vocab].argmax().view(1, 1)  # (1, 1)
-        for _ in range(warmup + passes):
+        for i in range(warmup + passes):
+            if i > warmup and sum(times[warmup:]) >= budget_s:
+                break
             t0 = clock()
             out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
             cache = out.past_key_values

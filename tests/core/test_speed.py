@@ -119,6 +119,23 @@ def test_measure_target_step_is_the_median_single_token_cached_pass(
     assert cached == [0, 8, 9, 10, 11, 12, 13, 14]  # each step reuses the cache
 
 
+def test_measure_target_step_stops_at_its_budget(
+        tiny_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ScriptedClock([0.0, 9.0, 0.6, 0.5, 0.4, 0.1, 0.1])
+    inner = tiny_pair.target.forward
+
+    def forward(*args: Any, **kw: Any) -> Any:
+        clock.tick()
+        return inner(*args, **kw)
+
+    monkeypatch.setattr(tiny_pair.target, "forward", forward)
+    step = measure_target_step(tiny_pair, passes=5, warmup=1, context=8, clock=clock,
+                               budget_s=1.0)
+    # Warm-up 9 s (not counted); timed 0.6, 0.5 (1.1 s ≥ budget): stop; median 0.55.
+    assert step == pytest.approx(0.55)
+    assert clock.durations == [0.4, 0.1, 0.1]  # three passes never ran
+
+
 def test_measure_target_step_on_a_real_clock(tiny_pair: ModelPair) -> None:
     torch.set_num_threads(1)
     step = measure_target_step(tiny_pair, passes=3, warmup=1)
@@ -151,6 +168,10 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
         lambda: test_measure_target_step_is_the_median_single_token_cached_pass(
             _tiny(), pytest.MonkeyPatch()), SPEED, "measure_target_step",
         [("statistics.median(times[warmup:])", "statistics.mean(times)")]),
+    "no budget: every pass, however slow": (
+        lambda: test_measure_target_step_stops_at_its_budget(_tiny(), pytest.MonkeyPatch()),
+        SPEED, "measure_target_step",
+        [("if i > warmup and sum(times[warmup:]) >= budget_s:", "if False:")]),
     "no cache: the whole sequence every step": (
         lambda: test_measure_target_step_is_the_median_single_token_cached_pass(
             _tiny(), pytest.MonkeyPatch()), SPEED, "measure_target_step",
