@@ -61,6 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["auto", "balanced", "balanced_low_0", "sequential"],
                    help="spread a target too big for one device over the GPUs, then CPU memory, "
                    "then disk (accelerate's big-model dispatch); the draft runs on the first GPU")
+    p.add_argument("--drafter", default="model", choices=["model", "lookup", "hybrid"],
+                   help="who drafts: the draft model, prompt lookup (copies earlier text; "
+                   "needs no draft model), or lookup on a long enough match and the model else")
+    p.add_argument("--ngram-min", type=int, default=Settings.ngram_min,
+                   help="shortest suffix prompt lookup may match")
+    p.add_argument("--ngram-max", type=int, default=Settings.ngram_max,
+                   help="longest suffix prompt lookup tries first")
+    p.add_argument("--k-policy", default="fixed", choices=["fixed", "heuristic", "cost"],
+                   help="K each round: fixed --k; heuristic (+2 after a fully kept round, -1 "
+                   "else, from --k); cost (the K, 0 included, with most expected tokens per "
+                   "measured second)")
+    p.add_argument("--lenience", type=float, default=1.0, metavar="B",
+                   help="keep drafts when B*U < p/q; below 1 the output is NOT the target's "
+                   "distribution (1 = exact)")
     p.add_argument("--baseline", action="store_true", help="run the target alone")
     p.add_argument("--json", action="store_true", help="one JSON object per event, per line")
     return p
@@ -68,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Settings:
     return Settings(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n)
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n,
+                    drafter=args.drafter, ngram_min=args.ngram_min, ngram_max=args.ngram_max,
+                    k_policy=args.k_policy, lenience=args.lenience)
 
 
 def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) -> int:
@@ -78,8 +94,14 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
         if isinstance(event, RunStarted):
             who = (f"{event.pair.draft} → {event.pair.target}" if event.pair.draft
                    else f"{event.pair.target} alone")
-            out.write(f"# {who}, {event.mode}, K={event.settings.k}, "
-                      f"T={event.settings.temperature}, seed={event.settings.seed}\n")
+            st = event.settings
+            how = (f", drafter={st.drafter}, K policy={st.k_policy}"
+                   if event.mode == "speculative" else "")
+            out.write(f"# {who}, {event.mode}, K={st.k}{how}, "
+                      f"T={st.temperature}, seed={st.seed}\n")
+            if st.lenience < 1.0:
+                out.write(f"# lenience {st.lenience}: NOT EXACT, the output does not follow "
+                          f"the target's distribution\n")
             out.write(event.prompt)
         elif isinstance(event, Round):
             out.write(_round_text(event, color))
@@ -93,6 +115,13 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
                           f"{s.accepted}/{s.drafted} = {s.acceptance_rate:.3f}; "
                           f"{s.mean_tokens_per_round:.2f} tokens/round, "
                           f"{s.target_calls} target passes; by position: {by_pos}\n")
+                if len(s.by_drafter) > 1:
+                    out.write("# by drafter: " + ", ".join(
+                        f"{d.drafter} α {d.accepted / d.tested if d.tested else 0:.3f} "
+                        f"({d.accepted}/{d.tested})" for d in s.by_drafter) + "\n")
+            if not s.exact:
+                out.write("# NOT EXACT: lenience < 1 kept drafts the target would have "
+                          "rejected; this text does not follow the target's distribution\n")
         elif isinstance(event, RunFailed):
             out.write("\n")
             err.write(f"specviz-cli: error: {one_line(event.message)}\n")
@@ -178,7 +207,7 @@ class _Cli:
             return self.fail(str(exc), exc.kind)
         draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
         target = target or BUNDLED_TARGET
-        if not args.baseline:
+        if not args.baseline and args.drafter != "lookup":
             draft = draft or default_draft()
             if draft is None:
                 return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
@@ -186,7 +215,8 @@ class _Cli:
         progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
         _quiet_transformers()
         try:
-            pair = load_pair(None if args.baseline else draft, target, args.device, args.dtype,
+            no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
+            pair = load_pair(None if no_draft else draft, target, args.device, args.dtype,
                              progress=progress, device_map=args.device_map)
         except SpecvizError as exc:
             return self.fail(str(exc), exc.kind)

