@@ -425,7 +425,12 @@ class RaceView(QWidget):
     @staticmethod
     def identity_text(race: Race, t: float) -> tuple[str, str]:
         """The identity line and its colour."""
-        temp = race.speculative.started.settings.temperature
+        settings = race.speculative.started.settings
+        temp = settings.temperature
+        lenience = getattr(settings, "lenience", 1.0)
+        if lenience < 1.0:
+            return (f"lenience {lenience:g} < 1: the speculative text no longer follows the "
+                    "target, so no identity is expected", VERMILLION)
         if not race.greedy:
             return (f"T = {temp:g}: the texts differ by design (same distribution, other "
                     "draws); identity is checked at T = 0", GREY)

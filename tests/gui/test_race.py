@@ -115,6 +115,14 @@ def test_greedy_identity_check(race_view: RaceView) -> None:
     assert race_view.state().identity.startswith("T = 0: identical text ✓")
 
 
+def test_a_lenient_race_claims_no_identity(race_view: RaceView) -> None:
+    events = [replace(e, settings=replace(e.settings, temperature=0.0, lenience=0.5))
+              if isinstance(e, RunStarted) else e for e in scripted_race()]
+    race_view.load(events)
+    race_view.set_time(1.0)
+    assert race_view.state().identity.startswith("lenience 0.5 < 1")
+
+
 def test_the_clock_going_back_redraws_the_past(race_view: RaceView, qtbot) -> None:
     race_view.load(scripted_race())
     race_view.set_time(0.45)
