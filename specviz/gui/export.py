@@ -32,6 +32,7 @@ from .style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_m
 
 PROJECTOR = (1920, 1080)
 PROJECTOR_SCALE = 1.5  # at 1920 px wide: 20 pt stream text -> 40 px, 12 pt labels -> 24 px
+RACE_SCALE = 1.2  # the race view: 26 pt tokens -> 42 px, 16 pt captions -> 26 px
 
 
 def projector_scale(width: int) -> float:
@@ -288,7 +289,11 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
         from .race_view import RaceView
 
         race_view = RaceView()
+        race_view.controls_row.hide()
         race_view.load(list(events))
+        # The race view's type is already large (26 pt tokens): 1.2 at 1920 gives 40 px
+        # tokens and 24 px captions without squeezing two panes into 1280 px.
+        scale = RACE_SCALE * size[0] / PROJECTOR[0]
         # Each moment a side shows something new (to the µs: one frame for equal times).
         moments = sorted({round(t, 6) for t in
                           [r.elapsed_s for side in (race.speculative, race.baseline)
@@ -300,7 +305,7 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
             race_view.set_time(t)
             for pane in race_view.panes.values():
                 pane.stream.apply_strikes(now=t + 10.0)
-            images.append(render_widget(race_view, size))
+            images.append(render_widget(race_view, size, scale))
         race_view.deleteLater()
         return images, _durations(times, speed)
 
@@ -356,11 +361,22 @@ def _durations(times: list[float], speed: float) -> list[int]:
 def export_animation(events: Sequence[Event], path: str | Path,
                      size: tuple[int, int] = PROJECTOR, speed: float = 1.0) -> int:
     """An animated GIF of a recording at ``size`` pixels; returns the number of frames."""
+    from PIL import Image
+
     images, durations = animation_frames(events, size, speed)
-    frames = [_to_pil(image).quantize(colors=128) for image in images]
-    frames[0].save(str(path), save_all=True, append_images=frames[1:], duration=durations,
+    kept: list[QImage] = []
+    held: list[int] = []
+    for image, ms in zip(images, durations, strict=True):
+        if kept and image == kept[-1]:  # nothing changed on screen: hold the frame longer
+            held[-1] += ms
+            continue
+        kept.append(image)
+        held.append(ms)
+    frames = [_to_pil(image).quantize(colors=128) for image in kept]
+    frames[0].save(str(path), save_all=True, append_images=frames[1:], duration=held,
                    loop=0, optimize=False, disposal=1)
-    return len(frames)
+    with Image.open(str(path)) as written:  # the count in the file, whatever Pillow merged
+        return int(written.n_frames)
 
 
 __all__ = [

@@ -115,7 +115,7 @@ class RacePane(QFrame):
             label.setStyleSheet(f"color: {INK}")
             label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom)
             caption = QLabel(name)
-            caption.setFont(_font(14))
+            caption.setFont(_font(16))
             caption.setStyleSheet(f"color: {GREY}")
             caption.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
             numbers.addWidget(label, 0, col)
@@ -160,7 +160,7 @@ class RacePane(QFrame):
         # The prompt is shown once, above both panes: each pane holds only what its run wrote.
         pair, s = side.started.pair, side.started.settings
         if self.kind == "speculative":
-            self.title.setText(f"Speculative: {pair.draft} → {pair.target}, K = {s.k}")
+            self.title.setText(f"Speculative: {pair.draft} → {pair.target}, K\u00a0=\u00a0{s.k}")
         else:
             self.title.setText(f"Target alone: {pair.target}, one pass per token")
 
@@ -239,6 +239,7 @@ class RaceView(QWidget):
 
         self.result = QLabel("Speedup: when both runs have finished")
         self.result.setFont(_font(30, bold=True))
+        self.result.setWordWrap(True)
         self.result.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.identity = QLabel("")
         self.identity.setFont(_font(24, bold=True))
@@ -260,7 +261,9 @@ class RaceView(QWidget):
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, 1000)
         self.slider.sliderMoved.connect(self._on_slider_moved)
-        controls = QHBoxLayout()
+        self.controls_row = QWidget()  # hidden in exported frames: a slide has no buttons
+        controls = QHBoxLayout(self.controls_row)
+        controls.setContentsMargins(0, 0, 0, 0)
         for w in (self.play_button, self.restart_button, self.speed_box):
             w.setFont(_font(14, bold=True))
             controls.addWidget(w)
@@ -276,7 +279,7 @@ class RaceView(QWidget):
         layout.addLayout(row, 1)
         layout.addWidget(self.result)
         layout.addWidget(self.identity)
-        layout.addLayout(controls)
+        layout.addWidget(self.controls_row)
 
         self.timer = QTimer(self)
         self.timer.setInterval(frame_ms)
@@ -415,7 +418,7 @@ class RaceView(QWidget):
             return "Speedup: one run did not finish, so none is measured"
         if t < race.duration_s:
             spec_n, base_n = race.speculative.tokens_at(t), race.baseline.tokens_at(t)
-            return f"{spec_n} vs {base_n} tokens so far · speedup: when both runs have finished"
+            return f"{spec_n} vs {base_n} tokens so far · speedup when both have finished"
         spec = race.speculative.finished
         base = race.baseline.finished
         assert spec is not None and base is not None

@@ -57,7 +57,7 @@ def test_both_panes_follow_one_clock_from_their_own_timestamps(race_view: RaceVi
     assert state.speculative.clock == state.baseline.clock == "0.25 s"
     assert state.speculative.tokens_per_s == "28.0"  # 7 tokens in 0.25 s
     assert state.baseline.tokens_per_s == "8.0"
-    assert state.speedup == "7 vs 2 tokens so far · speedup: when both runs have finished"
+    assert state.speedup == "7 vs 2 tokens so far · speedup when both have finished"
     race_view.set_time(0.4)  # the target alone finished at 0.3 s: its clock stops there
     state = race_view.state()
     assert state.baseline.clock == "0.30 s" and "done in 0.30 s" in state.baseline.status
