@@ -32,7 +32,7 @@ from .style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_m
 
 PROJECTOR = (1920, 1080)
 PROJECTOR_SCALE = 1.5  # at 1920 px wide: 20 pt stream text -> 40 px, 12 pt labels -> 24 px
-RACE_SCALE = 1.2  # the race view: 26 pt tokens -> 42 px, 16 pt captions -> 26 px
+RACE_SCALE = 1.1  # the race view: 30 pt tokens -> 44 px, 18 pt captions -> 26 px
 
 
 def projector_scale(width: int) -> float:
@@ -291,8 +291,8 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
         race_view = RaceView()
         race_view.controls_row.hide()
         race_view.load(list(events))
-        # The race view's type is already large (26 pt tokens): 1.2 at 1920 gives 40 px
-        # tokens and 24 px captions without squeezing two panes into 1280 px.
+        # The race view's type is already large (30 pt tokens): 1.1 at 1920 gives 44 px
+        # tokens and 26 px captions without squeezing two panes into 1280 px.
         scale = RACE_SCALE * size[0] / PROJECTOR[0]
         # Each moment a side shows something new (to the µs: one frame for equal times).
         moments = sorted({round(t, 6) for t in

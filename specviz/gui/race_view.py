@@ -34,7 +34,7 @@ from .stream import REJECTED_SCALE, TokenStreamView
 from .style import BLUISH_GREEN, FATES, GREY, INK, VERMILLION, char_format
 
 FRAME_MS = 33
-PANE_TEXT_POINTS = 26  # two panes share the width: larger text than the live view's 20 pt
+PANE_TEXT_POINTS = 30  # 40 px at 96 dpi: the back row of a room reads it on a 1920 × 1080 projector
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 NOTE = ("Measured one after the other on this machine (speculative first, then the target "
         "alone: run together they would share the same cores), and replayed here side by "
@@ -115,12 +115,12 @@ class RacePane(QFrame):
             label.setStyleSheet(f"color: {INK}")
             label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom)
             caption = QLabel(name)
-            caption.setFont(_font(16))
+            caption.setFont(_font(18))
             caption.setStyleSheet(f"color: {GREY}")
             caption.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
             numbers.addWidget(label, 0, col)
             numbers.addWidget(caption, 1, col)
-        self.status.setFont(_font(16, bold=True))
+        self.status.setFont(_font(18, bold=True))
         self.stream = TokenStreamView(strike_delay_s=0.3)
         self._enlarge(self.stream, PANE_TEXT_POINTS)
         self.stream.setPlaceholderText("")
@@ -222,7 +222,7 @@ class RaceView(QWidget):
         self.heading.setFont(_font(20, bold=True))
         self.heading.setWordWrap(True)
         self.note = QLabel(NOTE)
-        self.note.setFont(_font(16))
+        self.note.setFont(_font(18))
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #333333")
         self.prompt = QLabel("")
@@ -230,7 +230,7 @@ class RaceView(QWidget):
         self.prompt.setWordWrap(True)
         self.prompt.setTextFormat(Qt.TextFormat.PlainText)
         self.legend = QLabel(legend_html())
-        self.legend.setFont(_font(15, bold=True))
+        self.legend.setFont(_font(18, bold=True))
 
         self.panes = {"speculative": RacePane("speculative"), "baseline": RacePane("baseline")}
         row = QHBoxLayout()
