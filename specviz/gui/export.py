@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pyqtgraph as pg
+from pyqtgraph.exporters import ImageExporter, SVGExporter
 from PySide6.QtCore import QPoint, QSize, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication, QWidget
-from pyqtgraph.exporters import ImageExporter, SVGExporter
 
 from specviz.core.events import DraftPosition, Event, ExtraToken, Round, RunStarted
 from specviz.core.race import as_race
@@ -76,7 +76,7 @@ def _closed_paths_tolerated() -> Iterator[None]:
     with a bare "Z" (a view box's background) and the export fails. Drop those tokens for
     the export: the path already returns to its start, and a fill closes it anyway."""
     module = sys.modules[SVGExporter.__module__]
-    original = module.correctCoordinates
+    original = getattr(module, "correctCoordinates")  # noqa: B009 - not in its stubs
 
     def correct(node: Any, defs: Any, item: Any, options: Any) -> Any:
         for path in node.getElementsByTagName("path"):
@@ -87,11 +87,11 @@ def _closed_paths_tolerated() -> Iterator[None]:
                 path.setAttribute("d", " ".join(kept))
         return original(node, defs, item, options)
 
-    module.correctCoordinates = correct
+    setattr(module, "correctCoordinates", correct)  # noqa: B010 - not in its stubs
     try:
         yield
     finally:
-        module.correctCoordinates = original
+        setattr(module, "correctCoordinates", original)  # noqa: B010
 
 
 def export_graphics(graphics: pg.GraphicsLayoutWidget, path: str | Path,
@@ -268,7 +268,7 @@ MAX_FRAME_MS = 2000
 HOLD_LAST_MS = 4000
 
 
-def _to_pil(image: QImage):  # -> PIL.Image.Image
+def _to_pil(image: QImage) -> Any:  # a PIL.Image.Image (Pillow is imported when needed)
     from PIL import Image
 
     rgb = image.convertToFormat(QImage.Format.Format_RGB888)
@@ -300,14 +300,14 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
                            for r in side.rounds if r.elapsed_s <= race.duration_s]
                           + [race.speculative.duration_s, race.baseline.duration_s]})
         times = [0.0, *moments]
-        images = []
+        frames: list[QImage] = []
         for t in times:
             race_view.set_time(t)
             for pane in race_view.panes.values():
                 pane.stream.apply_strikes(now=t + 10.0)
-            images.append(render_widget(race_view, size, scale))
+            frames.append(render_widget(race_view, size, scale))
         race_view.deleteLater()
-        return images, _durations(times, speed)
+        return frames, _durations(times, speed)
 
     from .run_view import RunView
 
@@ -376,7 +376,7 @@ def export_animation(events: Sequence[Event], path: str | Path,
     frames[0].save(str(path), save_all=True, append_images=frames[1:], duration=held,
                    loop=0, optimize=False, disposal=1)
     with Image.open(str(path)) as written:  # the count in the file, whatever Pillow merged
-        return int(written.n_frames)
+        return int(getattr(written, "n_frames", 1))
 
 
 __all__ = [

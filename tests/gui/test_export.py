@@ -3,7 +3,6 @@ its class, an animation with one frame per moment."""
 
 from __future__ import annotations
 
-import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path

@@ -291,6 +291,7 @@ def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
 
 
 import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
+
 STAGE_MUTANTS = {
     "a seed per run": ("test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
                        [("if settings.seed is None:  # both runs draw from one seed",
