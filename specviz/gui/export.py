@@ -229,7 +229,13 @@ def _css() -> str:
 
 
 def transcript_html(events: Sequence[Event], title: str = "specviz transcript") -> str:
-    """A standalone page: the prompt, then each token coloured by its fate, figures on hover."""
+    """A standalone page: the prompt, then each token coloured by its fate, figures on hover.
+
+    The last run of the recording; of a race, its speculative run (the one with colours).
+    """
+    race = as_race(events)
+    if race is not None:
+        events = race.speculative.events
     started = next((e for e in reversed(events) if isinstance(e, RunStarted)), None)
     parts = []
     for tok in transcript_tokens(events):
@@ -340,6 +346,31 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
     return images, _durations(times[: len(images)], speed)
 
 
+def final_frame(events: Sequence[Event], size: tuple[int, int] = PROJECTOR) -> QImage:
+    """The last frame of :func:`animation_frames` alone (a race at its end, or the run)."""
+    race = as_race(events)
+    if race is not None:
+        from .race_view import RaceView
+
+        race_view = RaceView()
+        race_view.controls_row.hide()
+        race_view.load(list(events))
+        race_view.set_time(race.duration_s)
+        for pane in race_view.panes.values():
+            pane.stream.apply_strikes(now=race.duration_s + 10.0)
+        image = render_widget(race_view, size, RACE_SCALE * size[0] / PROJECTOR[0])
+        race_view.deleteLater()
+        return image
+    from .run_view import RunView
+
+    view = RunView(frame_ms=1_000_000)
+    _offscreen(view, size, projector_scale(size[0]))
+    image = _run_frame(view, list(events), size)
+    view.timer.stop()
+    view.deleteLater()
+    return image
+
+
 def _run_frame(view: QWidget, events: list[Event], size: tuple[int, int]) -> QImage:
     for event in events:
         view.apply(event)  # type: ignore[attr-defined]
@@ -388,8 +419,51 @@ __all__ = [
     "export_bars",
     "export_graphics",
     "export_transcript",
+    "final_frame",
     "projector_scale",
     "render_widget",
     "transcript_html",
     "transcript_tokens",
 ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exports from a recording, without loading any model (``python -m specviz.gui.export``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m specviz.gui.export",
+        description="Slides from a recording: the last frame as PNG, the run or race as a GIF, "
+                    "the transcript as HTML, the acceptance plots as PNG/SVG.")
+    parser.add_argument("recording", help="a .jsonl recording (a race plays as a race)")
+    parser.add_argument("--png", help="the last frame, as the audience sees it at the end")
+    parser.add_argument("--gif", help="an animated GIF of the whole recording")
+    parser.add_argument("--html", help="the coloured transcript (the last run)")
+    parser.add_argument("--acceptance", help="the acceptance plots (.png or .svg)")
+    parser.add_argument("--size", default="1920x1080", help="pixels, WIDTHxHEIGHT")
+    parser.add_argument("--speed", type=float, default=1.0, help="GIF playback speed")
+    args = parser.parse_args(argv)
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    size = (width, height)
+    from specviz.core.recording import read_recording
+
+    from .app import make_app
+
+    app = make_app()
+    events = read_recording(args.recording)
+    if args.png:
+        final_frame(events, size).save(args.png)
+        print(f"{args.png}: {width} × {height}")
+    if args.gif:
+        n = export_animation(events, args.gif, size, args.speed)
+        print(f"{args.gif}: {n} frames")
+    if args.html:
+        print(export_transcript(events, args.html))
+    if args.acceptance:
+        print(export_acceptance(events, args.acceptance, size))
+    del app
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

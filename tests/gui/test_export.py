@@ -186,3 +186,19 @@ def test_each_test_rejects_its_broken_variant(name: str, qtbot, tmp_path: Path,
             test(tmp_path)
         else:
             test(qtbot, tmp_path)
+
+
+def test_the_command_line_exports_without_a_model(qtbot, tmp_path: Path) -> None:
+    from specviz.core.events import to_json
+
+    rec = tmp_path / "race.jsonl"
+    rec.write_text("".join(to_json(e) + "\n" for e in [*speculative_events(),
+                                                        *baseline_events()]), encoding="utf-8")
+    assert export.main([str(rec), "--png", str(tmp_path / "end.png"), "--html",
+                        str(tmp_path / "t.html"), "--size", "640x360"]) == 0
+    image = QImage(str(tmp_path / "end.png"))
+    assert (image.width(), image.height()) == (640, 360)
+    page = (tmp_path / "t.html").read_text(encoding="utf-8")
+    # Of a race, the speculative run: every token of it, none of the target alone's.
+    assert page.count("data-round") == len(EXPECTED_TOKENS)
+    assert 'class="tok target" data-round' not in page
