@@ -129,6 +129,13 @@ MUTANTS = {
                           [("return self.speculative.finished.generated_ids == "
                             "self.baseline.finished.generated_ids", "return True")]),
     "seed not compared": (test_what_is_not_a_race, "SHARED_SETTINGS", None),
+    "identity only checked at T > 0": (
+        lambda: test_a_greedy_race_shows_identical_text(_tiny()), "Race",
+        [("if not self.greedy or not self.complete:", "if self.greedy or not self.complete:")]),
+    "a run's last round lost when split": (
+        test_a_race_recording_reads_back_as_the_same_race, "split_runs",
+        [("runs.append(Side(started, tuple(rounds), finished, failed))",
+          "runs.append(Side(started, tuple(rounds[:-1]), finished, failed))")]),
 }
 
 
@@ -144,7 +151,7 @@ def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.Mon
     broken = ("temperature", "top_k", "top_p", "max_new_tokens") if edits is None else \
         mutant(getattr(RACE, attr), *edits)
     monkeypatch.setattr(RACE, attr, broken)
-    if attr == "run_race":
-        monkeypatch.setitem(globals(), "run_race", broken)
+    if attr in ("run_race", "split_runs"):
+        monkeypatch.setitem(globals(), attr, broken)
     with pytest.raises(AssertionError):
         test()

@@ -172,6 +172,9 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
         lambda: test_measure_target_step_stops_at_its_budget(_tiny(), pytest.MonkeyPatch()),
         SPEED, "measure_target_step",
         [("if i > warmup and sum(times[warmup:]) >= budget_s:", "if False:")]),
+    "a step of nothing": (
+        lambda: test_measure_target_step_on_a_real_clock(_tiny()), SPEED, "measure_target_step",
+        [("return float(statistics.median(times[warmup:]))", "return 0.0")]),
     "no cache: the whole sequence every step": (
         lambda: test_measure_target_step_is_the_median_single_token_cached_pass(
             _tiny(), pytest.MonkeyPatch()), SPEED, "measure_target_step",

@@ -111,7 +111,7 @@ def test_html_holds_every_token_with_its_class_and_figures(tmp_path: Path) -> No
         assert f".{kind} {{ color: {FATES[kind].foreground}" in page
 
 
-def test_html_of_the_target_alone(tmp_path: Path) -> None:
+def test_html_of_the_target_alone(tmp_path: Path) -> None:  # noqa: ARG001 - same signature
     parser = Spans()
     parser.feed(transcript_html(baseline_events()))
     assert [(t, c[-1]) for c, _, t in parser.spans] == [(" the", "target"), (" cat", "target"),
@@ -164,6 +164,22 @@ MUTANTS = {
         [('params.param("height").setValue(size[1], blockSignal=image_exporter.heightChanged)',
           'params.param("height").setValue(size[1] + 7, '
           'blockSignal=image_exporter.heightChanged)')]),
+    "one scale for every width": ("test_projector_fonts", "projector_scale",
+                                  [("return PROJECTOR_SCALE * width / PROJECTOR[0]",
+                                    "return PROJECTOR_SCALE")]),
+    "a frame per float time, equal moments apart": (
+        "test_a_race_animates_as_a_race", "animation_frames",
+        [("moments = sorted({round(t, 6) for t in", "moments = sorted({t for t in")]),
+    "laid out at the pixel size: small type": (
+        "test_render_widget_draws_at_the_requested_size", "_offscreen",
+        [("logical = (round(size[0] / scale), round(size[1] / scale))", "logical = size")]),
+    "the target alone's tokens as resampled": (
+        "test_html_of_the_target_alone", "transcript_tokens",
+        [("tokens.append(Token(text, event.extra.kind, event.index, i, draft, event.extra))",
+          'tokens.append(Token(text, "resampled", event.index, i, draft, event.extra))')]),
+    "a race's transcript is the target alone": (
+        "test_the_command_line_exports_without_a_model", "transcript_html",
+        [("    if race is not None:\n        events = race.speculative.events\n", "")]),
     "no frame for the prompt": (
         "test_animation_has_a_frame_per_round", "animation_frames",
         [("if isinstance(event, Round) and not event.final or isinstance(event, RunStarted):",
@@ -182,8 +198,13 @@ def test_each_test_rejects_its_broken_variant(name: str, qtbot, tmp_path: Path,
     with pytest.raises(AssertionError):
         if test_name == "test_bars_png_has_the_requested_size":
             test(qtbot, tmp_path, (800, 450))
-        elif test_name == "test_html_holds_every_token_with_its_class_and_figures":
+        elif test_name in ("test_html_holds_every_token_with_its_class_and_figures",
+                           "test_html_of_the_target_alone"):
             test(tmp_path)
+        elif test_name == "test_projector_fonts":
+            test()
+        elif test_name == "test_render_widget_draws_at_the_requested_size":
+            test(qtbot)
         else:
             test(qtbot, tmp_path)
 

@@ -187,6 +187,24 @@ MUTANTS = {
     "identity shown before the end": (
         "test_greedy_identity_check", "RaceView",
         [("if t < race.duration_s or race.identical is None:", "if race.identical is None:")]),
+    "the first round never drawn": (
+        "test_each_pane_draws_its_run_as_the_live_view", "RacePane",
+        [("self.stream.add_rounds(list(side.rounds[self.shown:n]), now=t)",
+          "self.stream.add_rounds(list(side.rounds[max(self.shown, 1):n]), now=t)")]),
+    "the slower side named first": (
+        "test_the_first_to_finish_is_named", "RaceView",
+        [("race.speculative.duration_s < race.baseline.duration_s",
+          "race.speculative.duration_s > race.baseline.duration_s")]),
+    "lenience ignored": ("test_a_lenient_race_claims_no_identity", "RaceView",
+                         [("if lenience < 1.0:", "if False:")]),
+    "the note hidden": ("test_says_on_screen_how_it_was_measured", "RaceView",
+                        [("layout.addWidget(self.note)", "self.note.hide()")]),
+    "a finished live race not replayed": (
+        "test_a_race_recording_read_back_reproduces_the_view", "RaceView",
+        [("            self.load(self.events)\n            self.play()\n",
+          "            self.play()\n")]),
+    "the chat template shown": ("test_the_prompt_shows_without_its_chat_template", "user_text",
+                                [("for pattern in CHAT_USER:", "for pattern in ():")]),
     "speedup shown before the end": (
         "test_both_panes_follow_one_clock_from_their_own_timestamps", "RaceView",
         [("        if t < race.duration_s:\n", "        if False:\n")]),
@@ -194,19 +212,24 @@ MUTANTS = {
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))
-def test_each_test_rejects_its_broken_variant(name: str, qtbot,
+def test_each_test_rejects_its_broken_variant(name: str, qtbot, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     test_name, attr, edits = MUTANTS[name]
     broken = mutant(getattr(RACE_VIEW, attr), *edits)
     monkeypatch.setattr(RACE_VIEW, attr, broken)
     monkeypatch.setitem(globals(), attr, broken)
-    view = broken(frame_ms=10_000) if attr == "RaceView" else RACE_VIEW.RaceView(frame_ms=10_000)
+    view = RACE_VIEW.RaceView(frame_ms=10_000)
     qtbot.addWidget(view)
     view.resize(1600, 900)
     test = globals()[test_name]
     with pytest.raises(AssertionError):
-        if test_name == "test_the_clock_going_back_redraws_the_past":
-            test(view, qtbot)
+        if test_name in ("test_the_clock_going_back_redraws_the_past",
+                         "test_each_pane_draws_its_run_as_the_live_view"):
+            test(view, qtbot) if test_name.endswith("past") else test(qtbot, view)
+        elif test_name == "test_a_race_recording_read_back_reproduces_the_view":
+            test(qtbot, tmp_path)
+        elif test_name == "test_the_prompt_shows_without_its_chat_template":
+            test()
         else:
             test(view)
 
@@ -300,6 +323,12 @@ STAGE_MUTANTS = {
         "test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
         [('        self._start_phase("speculative")\n',
           '        self._start_phase("speculative")\n        self._start_phase("baseline")\n')]),
+    "no Export submenu": ("test_file_menu_has_export_and_race_recordings", "install_stage",
+                          [("file_menu.insertMenu(first, build_export_menu(window, race_window))",
+                            "pass")]),
+    "any recording opens as a race": (
+        "test_open_race_recording_plays_it", "open_race_recording",
+        [("if as_race(events) is None:", "if False:")]),
     "the loader not wrapped: no step measured": (
         "test_the_step_is_measured_when_a_pair_loads", "_wrap_loader",
         [("owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]",
@@ -309,17 +338,26 @@ STAGE_MUTANTS = {
 
 @pytest.mark.parametrize("name", list(STAGE_MUTANTS))
 def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_store,
+                                                     tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from pytestqt.exceptions import TimeoutError as QtTimeout
 
     from tests.tiny import tiny_pair
 
     test_name, attr, edits = STAGE_MUTANTS[name]
-    monkeypatch.setattr(STAGE, attr, mutant(getattr(STAGE, attr), *edits))
+    broken = mutant(getattr(STAGE, attr), *edits)
+    monkeypatch.setattr(STAGE, attr, broken)
+    if attr == "install_stage":  # the window calls the name it imported
+        monkeypatch.setattr(sys.modules["specviz.gui.app"], attr, broken)
     monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
     w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
     try:
         with pytest.raises((AssertionError, QtTimeout)):
-            globals()[test_name](qtbot, w)
+            if test_name == "test_open_race_recording_plays_it":
+                globals()[test_name](qtbot, w, tmp_path)
+            elif test_name == "test_file_menu_has_export_and_race_recordings":
+                globals()[test_name](w)
+            else:
+                globals()[test_name](qtbot, w)
     finally:
         w.close()
