@@ -29,6 +29,7 @@ from .labels import ElidedLabel
 from .presets import mark_presets
 from .replay import Replayer
 from .run_view import RunView
+from .stage import install_stage
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec, background_threads
 
@@ -73,6 +74,7 @@ class MainWindow(QMainWindow):
         self._on_state_changed("idle")
         self._closed = False
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
+        install_stage(self)  # race (F7), the step measured at load, File → Export
         if autoload:
             self.load_pair()
 
