@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
-from typing import IO, NoReturn
+from types import FrameType
+from typing import IO, Any, NoReturn
 
-from .core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt, guarded, validate
-from .core.errors import InputError, SpecvizError
+# Light imports only: torch and transformers load inside main(), where Ctrl+C is handled.
+from .core.errors import InputError, SpecvizError, one_line
 from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
 from .core.models import BUNDLED_TARGET, DEFAULT_PROMPT, PRESETS, default_draft, load_pair
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
 
 # ANSI styles, told apart by more than hue (strike-through, underline, bold) for
 # colour-blind readers and monochrome terminals.
@@ -52,6 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"target model: alias, hub id, folder or .gguf (default: {BUNDLED_TARGET})")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"])
+    p.add_argument("--device-map", default=None,
+                   choices=["auto", "balanced", "balanced_low_0", "sequential"],
+                   help="spread a target too big for one device over the GPUs, then CPU memory, "
+                   "then disk (accelerate's big-model dispatch); the draft runs on the first GPU")
+    p.add_argument("--drafter", default="model", choices=["model", "lookup", "hybrid"],
+                   help="who drafts: the draft model, prompt lookup (copies earlier text; "
+                   "needs no draft model), or lookup on a long enough match and the model else")
+    p.add_argument("--ngram-min", type=int, default=Settings.ngram_min,
+                   help="shortest suffix prompt lookup may match")
+    p.add_argument("--ngram-max", type=int, default=Settings.ngram_max,
+                   help="longest suffix prompt lookup tries first")
+    p.add_argument("--k-policy", default="fixed", choices=["fixed", "heuristic", "cost"],
+                   help="K each round: fixed --k; heuristic (+2 after a fully kept round, -1 "
+                   "else, from --k); cost (the K, 0 included, with most expected tokens per "
+                   "measured second)")
+    p.add_argument("--lenience", type=float, default=1.0, metavar="B",
+                   help="keep drafts when B*U < p/q; below 1 the output is NOT the target's "
+                   "distribution (1 = exact)")
     p.add_argument("--baseline", action="store_true", help="run the target alone")
     p.add_argument("--json", action="store_true", help="one JSON object per event, per line")
     return p
@@ -59,18 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Settings:
     return Settings(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n)
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n,
+                    drafter=args.drafter, ngram_min=args.ngram_min, ngram_max=args.ngram_max,
+                    k_policy=args.k_policy, lenience=args.lenience)
 
 
-def _render(events: Iterator[Event], out: IO[str], color: bool) -> int:
+def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) -> int:
     """Human output: the text as it grows, each token styled by its fate, then a summary."""
     status = 0
     for event in events:
         if isinstance(event, RunStarted):
             who = (f"{event.pair.draft} → {event.pair.target}" if event.pair.draft
                    else f"{event.pair.target} alone")
-            out.write(f"# {who}, {event.mode}, K={event.settings.k}, "
-                      f"T={event.settings.temperature}, seed={event.settings.seed}\n")
+            st = event.settings
+            how = (f", drafter={st.drafter}, K policy={st.k_policy}"
+                   if event.mode == "speculative" else "")
+            out.write(f"# {who}, {event.mode}, K={st.k}{how}, "
+                      f"T={st.temperature}, seed={st.seed}\n")
+            if st.lenience < 1.0:
+                out.write(f"# lenience {st.lenience}: NOT EXACT, the output does not follow "
+                          f"the target's distribution\n")
             out.write(event.prompt)
         elif isinstance(event, Round):
             out.write(_round_text(event, color))
@@ -84,8 +115,16 @@ def _render(events: Iterator[Event], out: IO[str], color: bool) -> int:
                           f"{s.accepted}/{s.drafted} = {s.acceptance_rate:.3f}; "
                           f"{s.mean_tokens_per_round:.2f} tokens/round, "
                           f"{s.target_calls} target passes; by position: {by_pos}\n")
+                if len(s.by_drafter) > 1:
+                    out.write("# by drafter: " + ", ".join(
+                        f"{d.drafter} α {d.accepted / d.tested if d.tested else 0:.3f} "
+                        f"({d.accepted}/{d.tested})" for d in s.by_drafter) + "\n")
+            if not s.exact:
+                out.write("# NOT EXACT: lenience < 1 kept drafts the target would have "
+                          "rejected; this text does not follow the target's distribution\n")
         elif isinstance(event, RunFailed):
-            out.write(f"\nspecviz-cli: error: {event.message}\n")
+            out.write("\n")
+            err.write(f"specviz-cli: error: {one_line(event.message)}\n")
             status = 1
         out.flush()
     return status
@@ -107,49 +146,136 @@ def _round_text(event: Round, color: bool) -> str:
     return "".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out = sys.stdout
-    settings = _settings(args)
+class _Interrupt:
+    """SIGINT: the first Ctrl+C during a run stops it after the round in flight (the run ends
+    with stop_reason "stopped" and its summary); any other raises KeyboardInterrupt."""
 
-    def fail(message: str, kind: str) -> int:
-        if args.json:
-            print(to_json(RunFailed(message=message, kind=kind)), file=out)
-        else:
-            print(f"specviz-cli: error: {message}", file=sys.stderr)
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.running = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.running and not self.stop.is_set():
+            self.stop.set()
+            return
+        raise KeyboardInterrupt
+
+
+class _Cli:
+    """One invocation: where output goes, and whether the run's final event is out yet."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: IO[str] = sys.stdout
+        self.ended = False  # a run_finished or error event has been written
+        self.interrupt = _Interrupt()
+
+    def emit(self, event: Event) -> None:
+        # One write per line: an interrupt cannot leave half a JSON object behind.
+        self.out.write(to_json(event) + "\n")
+        self.out.flush()
+        self.ended = self.ended or isinstance(event, (RunFinished, RunFailed))
+
+    def fail(self, message: str, kind: str) -> int:
+        """Every failure: one line on stderr and, with --json, an error event on stdout."""
+        message = one_line(message)
+        if self.args.json and not self.ended:
+            self.emit(RunFailed(message=message, kind=kind))
+        print(f"specviz-cli: error: {message}", file=sys.stderr, flush=True)
         return 1
 
-    try:
-        validate(settings, speculative=not args.baseline)
-    except InputError as exc:
-        return fail(str(exc), exc.kind)
-    draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
-    target = target or BUNDLED_TARGET
-    if not args.baseline:
-        draft = draft or default_draft()
-        if draft is None:
-            return fail("No draft model: pass --draft (alias, hub id, folder or .gguf).", "input")
-    progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
-    try:
-        pair = load_pair(None if args.baseline else draft, target, args.device, args.dtype,
-                         progress=progress)
-    except SpecvizError as exc:
-        return fail(str(exc), exc.kind)
-    prompt = chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt else args.prompt
-    try:
-        decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
-                   else SpeculativeDecoder(pair, settings))
-    except SpecvizError as exc:
-        return fail(str(exc), exc.kind)
-    events = guarded(decoder.run(prompt))
-    if args.json:
-        status = 0
-        for event in events:
-            print(to_json(event), file=out, flush=True)
-            status = 1 if isinstance(event, RunFailed) else status
+    def interrupted(self) -> int:
+        if self.args.json and not self.ended:
+            self.emit(RunFailed(message="Stopped by Ctrl+C.", kind="stopped"))
+        print("specviz-cli: stopped by Ctrl+C", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+    def run(self) -> int:
+        args = self.args
+        settings = _settings(args)
+        from .core.engine import (
+            AutoregressiveDecoder,
+            SpeculativeDecoder,
+            chat_prompt,
+            guarded,
+            validate,
+        )
+
+        try:
+            validate(settings, speculative=not args.baseline)
+        except InputError as exc:
+            return self.fail(str(exc), exc.kind)
+        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
+        target = target or BUNDLED_TARGET
+        if not args.baseline and args.drafter != "lookup":
+            draft = draft or default_draft()
+            if draft is None:
+                return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
+                                 "input")
+        progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
+        _quiet_transformers()
+        try:
+            no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
+            pair = load_pair(None if no_draft else draft, target, args.device, args.dtype,
+                             progress=progress, device_map=args.device_map)
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
+        prompt = (chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt
+                  else args.prompt)
+        try:
+            decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
+                       else SpeculativeDecoder(pair, settings))
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
+        events = guarded(decoder.run(prompt, stop=self.interrupt.stop))
+        self.interrupt.running = True
+        try:
+            if args.json:
+                status = 0
+                for event in events:
+                    self.emit(event)
+                    if isinstance(event, RunFailed):
+                        print(f"specviz-cli: error: {one_line(event.message)}", file=sys.stderr)
+                        status = 1
+            else:
+                color = self.out.isatty() and "NO_COLOR" not in os.environ
+                status = _render(events, self.out, color, sys.stderr)
+        finally:
+            self.interrupt.running = False
+        if self.interrupt.stop.is_set():
+            print("specviz-cli: stopped by Ctrl+C", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         return status
-    color = out.isatty() and "NO_COLOR" not in os.environ
-    return _render(events, out, color)
+
+
+def _quiet_transformers() -> None:
+    """Our own "# Loading…" lines say what happens; transformers' bars and warnings would
+    put more lines on stderr (and around an error) than the one the user needs."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run once; failures are one line (and a JSON error event), never a traceback."""
+    args = build_parser().parse_args(argv)
+    cli = _Cli(args)
+    handler: Any = None
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.signal(signal.SIGINT, cli.interrupt)
+    try:
+        return cli.run()
+    except KeyboardInterrupt:
+        return cli.interrupted()
+    except BrokenPipeError:  # the reader went away (| head): nothing left to tell it
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stops the flush at exit failing
+        return 1
+    except Exception as exc:  # noqa: BLE001 - whatever broke, the user gets one line
+        return cli.fail(f"Unexpected {type(exc).__name__}: {exc}", "internal")
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
 
 
 if __name__ == "__main__":

@@ -6,19 +6,31 @@ step or stop between rounds simply by how it pulls.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
+from .drafters import (
+    DRAFTERS,
+    CachedModel,
+    Drafter,
+    HybridDrafter,
+    LookupDrafter,
+    ModelDrafter,
+    NoDrafter,
+)
 from .errors import InputError
 from .events import (
+    FORMAT_VERSION,
     DraftPosition,
     Event,
+    ExtraKind,
     ExtraToken,
     PairInfo,
     Round,
@@ -27,14 +39,23 @@ from .events import (
     RunStarted,
     Settings,
     StopReason,
-    Summary,
     TopN,
 )
-from .models import ModelPair, draft_id_table
-from .sampling import acceptance_ratio, logits_to_probs, residual, sample
+from .models import ModelPair
+from .policy import K_LIMIT, K_POLICIES, FixedPolicy, KPolicy, Outcome, make_policy
+from .rng import Random, TorchRandom
+from .sampling import logits_to_probs
+from .tally import Tally
 from .text import IncrementalDetokenizer, TokenTexts
+from .verify import verify
 
-K_MIN, K_MAX = 1, 16
+K_MIN, K_MAX = 1, K_LIMIT
+# Below this, logits / T overflows float32 (|logit| ~ 30 gives 3e31 and more) and softmax
+# turns to NaN; a user meaning "greedy" should type 0.
+TEMPERATURE_MIN = 1e-30
+NGRAM_LIMIT = 8
+
+_Model = CachedModel  # the engine's view of one model + KV cache (tests patch its feed)
 
 
 def validate(settings: Settings, speculative: bool = True) -> None:
@@ -42,8 +63,10 @@ def validate(settings: Settings, speculative: bool = True) -> None:
     s = settings
     if speculative and not K_MIN <= s.k <= K_MAX:
         raise InputError(f"K must be between {K_MIN} and {K_MAX}, got {s.k}.")
-    if not s.temperature >= 0 or s.temperature != s.temperature:
-        raise InputError(f"Temperature must be 0 (greedy) or positive, got {s.temperature}.")
+    t = s.temperature
+    if not (t == 0 or TEMPERATURE_MIN <= t < math.inf):  # also refuses NaN
+        raise InputError(f"Temperature must be 0 (greedy) or a finite number from "
+                         f"{TEMPERATURE_MIN:g}, got {t}.")
     if not 0.0 < s.top_p <= 1.0:
         raise InputError(f"top-p must be in (0, 1], got {s.top_p}.")
     if s.top_k < 0:
@@ -52,79 +75,29 @@ def validate(settings: Settings, speculative: bool = True) -> None:
         raise InputError(f"max new tokens must be at least 1, got {s.max_new_tokens}.")
     if s.top_n < 1:
         raise InputError(f"top-N must be at least 1, got {s.top_n}.")
-
-
-class _Model:
-    """One causal LM with its own KV cache; ``feed`` runs only the ids the cache lacks."""
-
-    def __init__(self, model: Any, vocab_size: int, vocab_map: torch.Tensor | None = None,
-                 oov_id: int = 0) -> None:
-        from transformers import DynamicCache
-
-        self.model = model
-        self.device = next(model.parameters()).device
-        self.vocab_size = vocab_size
-        self.cache = DynamicCache(config=model.config)
-        self.ids: list[int] = []  # what the cache holds, for checks and debugging
-        self.calls = 0
-        # Reduced-vocabulary draft: target id -> draft id on the way in, scatter on the way out.
-        self.vocab_map = vocab_map.to(self.device) if vocab_map is not None else None
-        self.to_local: torch.Tensor | None = None
-        if vocab_map is not None:
-            self.to_local = draft_id_table(vocab_map, vocab_size, oov_id).to(self.device)
-
-    @property
-    def length(self) -> int:
-        return int(self.cache.get_seq_length())
-
-    def feed(self, ids: list[int], keep: int) -> torch.Tensor:
-        """Run ``ids`` after the cached prefix; logits of the last ``keep`` positions, (keep, V)."""
-        inp = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
-        if self.to_local is not None:
-            inp = self.to_local[inp]
-        out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True,
-                         logits_to_keep=keep)
-        self.cache = out.past_key_values
-        self.ids.extend(ids)
-        self.calls += 1
-        logits = out.logits[0, -keep:]  # (keep, V_model)
-        if self.vocab_map is not None:
-            full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
-            full[:, self.vocab_map] = logits
-            return full
-        shared: torch.Tensor = logits[:, : self.vocab_size]
-        return shared
-
-    def crop(self, length: int) -> None:
-        """Forget everything after the first ``length`` cached tokens."""
-        extra = self.length - length
-        if extra > 0:
-            self.cache.crop(-extra)  # transformers 5: a negative count of tokens to remove
-            del self.ids[length:]
-
-
-@dataclass
-class _Stats:
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    draft_time: float = 0.0
-    verify_time: float = 0.0
-    reached: list[int] | None = None
-    kept: list[int] | None = None
+    if s.drafter not in DRAFTERS:
+        raise InputError(f"The drafter must be one of {', '.join(DRAFTERS)}, got {s.drafter!r}.")
+    if not 1 <= s.ngram_min <= s.ngram_max <= NGRAM_LIMIT:
+        raise InputError(f"n-gram sizes need 1 <= min <= max <= {NGRAM_LIMIT}, got min "
+                         f"{s.ngram_min}, max {s.ngram_max}.")
+    if s.k_policy not in K_POLICIES:
+        raise InputError(f"The K policy must be one of {', '.join(K_POLICIES)}, got "
+                         f"{s.k_policy!r}.")
+    if not 0.0 < s.lenience <= 1.0:  # also refuses NaN
+        raise InputError(f"Lenience must be in (0, 1] (1 = exact), got {s.lenience}.")
 
 
 class _Run:
-    """State shared by both decoders: prompt, RNG, text stream, stop conditions."""
+    """State shared by both decoders: prompt, randomness, text stream, stop conditions."""
 
     def __init__(self, pair: ModelPair, settings: Settings, prompt: str,
-                 speculative: bool) -> None:
+                 speculative: bool, rng: Random | None) -> None:
         validate(settings, speculative)
         seed = settings.seed
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little")
         self.settings = replace(settings, seed=seed)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.rng: Random = rng if rng is not None else TorchRandom(seed)
         self.pair = pair
         self.tok = pair.tokenizer
         self.prompt_ids = encode_prompt(self.tok, prompt, settings)
@@ -141,15 +114,8 @@ class _Run:
         self.detok = IncrementalDetokenizer(self.tok, self.prompt_ids)
         self.generated: list[int] = []
         self.stop_reason: StopReason | None = None
+        self.tally = Tally()
         self.t0 = time.perf_counter()
-
-    def rand(self) -> float:
-        return float(torch.rand((), generator=self.generator))
-
-    def draw(self, probs: torch.Tensor) -> int:
-        if self.settings.temperature == 0:
-            return int(probs.argmax())
-        return sample(probs, self.generator)
 
     def top(self, probs: torch.Tensor, extra_id: int | None = None) -> TopN:
         """Top-N of a 1-D distribution, plus ``extra_id`` if it lies outside the top-N."""
@@ -177,6 +143,10 @@ class _Run:
                 break
         if self.stop_reason is None and len(self.generated) >= self.budget:
             self.stop_reason = "context" if self.context_limited else "max_new_tokens"
+        if self.stop_reason is not None and pieces:
+            # The last round: bytes held back for a character that never completed reach the
+            # stream with it (a stop request between rounds leaves them out of the text).
+            pieces[-1] += self.detok.flush()
         return kept, pieces
 
     def started(self, mode: str, draft_name: str | None) -> RunStarted:
@@ -184,36 +154,105 @@ class _Run:
         info = PairInfo(draft=draft_name, target=pair.target_name, device=str(pair.device),
                         dtype=str(pair.dtype).removeprefix("torch."), vocab_size=pair.vocab_size)
         return RunStarted(mode=mode, prompt=self.tok.decode(self.prompt_ids),  # type: ignore[arg-type]
-                          prompt_ids=tuple(self.prompt_ids), pair=info, settings=self.settings)
+                          prompt_ids=tuple(self.prompt_ids), pair=info, settings=self.settings,
+                          format=FORMAT_VERSION)
 
-    def finished(self, stats: _Stats, target_calls: int, draft_calls: int) -> RunFinished:
-        tail = self.detok.flush()
-        del tail  # already part of detok.text
-        wall = time.perf_counter() - self.t0
-        n = len(self.generated)
-        reached = stats.reached or []
-        kept = stats.kept or []
-        tested = sum(reached)
-        summary = Summary(
-            tokens=n,
-            rounds=stats.rounds,
-            drafted=stats.drafted,
-            accepted=stats.accepted,
-            acceptance_rate=stats.accepted / stats.drafted if stats.drafted else 0.0,
-            mean_tokens_per_round=n / stats.rounds if stats.rounds else 0.0,
-            acceptance_by_position=tuple(k / r if r else 0.0 for k, r in zip(kept, reached,
-                                                                              strict=True)),
-            target_calls=target_calls,
-            draft_calls=draft_calls,
-            draft_time_s=stats.draft_time,
-            verify_time_s=stats.verify_time,
-            wall_time_s=wall,
-            tokens_per_s=n / wall if wall > 0 else 0.0,
-            alpha=sum(kept) / tested if tested else 0.0,
-            tested=tested,
-        )
+    def finished(self, target: CachedModel, drafter: Drafter) -> RunFinished:
+        self.tally.close(time.perf_counter() - self.t0, target.calls, drafter.calls,
+                         target.forward_time_s + drafter.forward_time_s)
         return RunFinished(generated_ids=tuple(self.generated), text=self.detok.text,
-                           stop_reason=self.stop_reason or "stopped", summary=summary)
+                           stop_reason=self.stop_reason or "stopped", summary=self.tally.summary())
+
+
+def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: str | None,
+          stop: threading.Event | None) -> Iterator[Event]:
+    """The one round loop: plan, choose K, draft, verify with one target pass, commit."""
+    pair, s = run.pair, run.settings
+    target = CachedModel(pair.target, pair.vocab_size)
+    greedy = s.temperature == 0
+    exact = s.lenience >= 1.0
+    tally = run.tally
+    if mode == "speculative":
+        tally.reached, tally.kept = [0] * s.k, [0] * s.k
+    yield run.started(mode, draft_name)
+    seq = list(run.prompt_ids)  # committed ids: prompt + generated
+
+    while run.stop_reason is None:
+        if _stopped(stop):
+            run.stop_reason = "stopped"
+            break
+        t_round = time.perf_counter()
+        # Never draft past the budget: the round's extra token is the last one allowed.
+        plan = drafter.plan(seq)
+        choice = policy.choose(plan, run.budget - len(run.generated) - 1)
+
+        t_draft = time.perf_counter()
+        proposal = drafter.propose(seq, choice.k, run.rng) if choice.k > 0 else None
+        drafts = list(proposal.tokens) if proposal is not None else []
+        q_rows = proposal.q_rows if proposal is not None else torch.zeros(0, pair.vocab_size)
+        source = proposal.source if proposal is not None else plan.source
+        k = len(drafts)
+
+        # Verify: one target pass over the uncached tail + K drafts gives K+1 rows of p.
+        t_verify = time.perf_counter()
+        fed = seq[target.length:] + drafts
+        p_rows = logits_to_probs(target.feed(fed, keep=k + 1), s.temperature, s.top_k,
+                                 s.top_p).cpu()  # (K+1, V)
+        t_done = time.perf_counter()
+        verdict = verify(p_rows, q_rows, drafts, run.rng, greedy=greedy, lenience=s.lenience)
+        n_acc = verdict.n_accepted
+
+        # Roll the target and the drafter back to the committed prefix (the extra token is
+        # fed with the next round's pass).
+        target.crop(len(seq) + n_acc)
+        drafter.update(n_acc)
+        new_ids = drafts[:n_acc] + [verdict.extra_id]
+        kept, pieces = run.commit(new_ids)
+        seq.extend(kept)
+
+        drafted = tuple(
+            DraftPosition(
+                index=i, token_id=x, text=run.texts(x), q=float(q_rows[i, x]),
+                p=float(p_rows[i, x]), ratio=verdict.ratios[i], r=verdict.rs[i],
+                status=verdict.statuses[i], q_top=run.top(q_rows[i], x),
+                p_top=run.top(p_rows[i], x), drafter=source,
+            )
+            for i, x in enumerate(drafts)
+        )
+        extra_event = None
+        if len(kept) == len(new_ids):  # the extra token survived EOS/budget trimming
+            dist, extra_id = verdict.extra_dist, verdict.extra_id
+            kind: ExtraKind = "target" if k == 0 else verdict.extra_kind  # K = 0: a plain step
+            extra_event = ExtraToken(
+                kind=kind,
+                token_id=extra_id, text=run.texts(extra_id), prob=float(dist[extra_id]),
+                p=float(p_rows[n_acc, extra_id]), dist_top=run.top(dist, extra_id),
+            )
+        rnd = Round(
+            index=tally.rounds,
+            k=k,
+            drafted=drafted,
+            n_accepted=n_acc,
+            extra=extra_event,
+            bonus_top=run.top(p_rows[k]) if k else None,
+            appended_ids=tuple(kept),
+            appended_text="".join(pieces),
+            appended_texts=tuple(pieces),
+            draft_time_s=t_verify - t_draft,
+            verify_time_s=t_done - t_verify,
+            n_generated=len(run.generated),
+            target_calls=target.calls,
+            draft_calls=drafter.calls,
+            elapsed_s=time.perf_counter() - run.t0,
+            final=run.stop_reason is not None,
+            policy_reason=choice.reason,
+            exact=exact,
+        )
+        tally.add_round(rnd)
+        policy.observe(Outcome(plan, k, n_acc, t_verify - t_draft, t_done - t_verify, len(fed),
+                               time.perf_counter() - t_round))
+        yield rnd
+    yield run.finished(target, drafter)
 
 
 def encode_prompt(tokenizer: Any, prompt: str, settings: Settings | None = None) -> list[int]:
@@ -267,135 +306,45 @@ def _stopped(stop: threading.Event | None) -> bool:
 
 
 class SpeculativeDecoder:
-    """Draft K tokens with q, verify them with one pass of p, keep the exact prefix."""
+    """Draft up to K tokens (model, lookup or both), verify them with one pass of p, keep the
+    exact prefix."""
 
     def __init__(self, pair: ModelPair, settings: Settings) -> None:
-        if pair.draft is None:
-            raise InputError("Speculative decoding needs a draft model; this pair has none.")
         validate(settings, speculative=True)
+        if pair.draft is None and settings.drafter != "lookup":
+            raise InputError(f"The {settings.drafter} drafter needs a draft model; this pair has "
+                             f"none (the lookup drafter needs none).")
         self.pair = pair
         self.settings = settings
 
-    @torch.inference_mode()
-    def run(self, prompt: str, stop: threading.Event | None = None) -> Iterator[Event]:
-        """Yield RunStarted, one Round per round, then RunFinished."""
+    def _drafter(self, s: Settings) -> tuple[Drafter, str]:
         pair = self.pair
-        run = _Run(pair, self.settings, prompt, speculative=True)
-        s = run.settings
-        target = _Model(pair.target, pair.vocab_size)
-        draft = _Model(pair.draft, pair.vocab_size, pair.draft_vocab_map, pair.draft_oov_id)
-        stats = _Stats(reached=[0] * s.k, kept=[0] * s.k)
-        assert stats.reached is not None and stats.kept is not None
-        yield run.started("speculative", pair.draft_name)
-        seq = list(run.prompt_ids)  # committed ids: prompt + generated
+        if s.drafter == "lookup":
+            return LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max), "prompt lookup"
 
         def probs(logits: torch.Tensor) -> torch.Tensor:
             return logits_to_probs(logits, s.temperature, s.top_k, s.top_p)
 
-        while run.stop_reason is None:
-            if _stopped(stop):
-                run.stop_reason = "stopped"
-                break
-            remaining = run.budget - len(run.generated)
-            k = min(s.k, max(1, remaining - 1))  # no point drafting past the budget
+        model = ModelDrafter(pair.draft, pair.vocab_size, probs, s.temperature == 0,
+                             pair.draft_vocab_map, pair.draft_oov_id)
+        name = pair.draft_name or "draft"
+        if s.drafter == "model":
+            return model, name
+        lookup = LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max)
+        return HybridDrafter(model, lookup), f"{name} + prompt lookup"
 
-            # Draft: K tokens one by one from q; the cache gets x_1..x_{K-1} (x_K is never fed).
-            t_draft = time.perf_counter()
-            feed = seq[draft.length:]
-            q_rows: list[torch.Tensor] = []
-            drafts: list[int] = []
-            for _ in range(k):
-                q = probs(draft.feed(feed, keep=1)[0]).cpu()  # (V,)
-                x = run.draw(q)
-                q_rows.append(q)
-                drafts.append(x)
-                feed = [x]
-            t_verify = time.perf_counter()
-
-            # Verify: one target pass over the uncached tail + K drafts gives K+1 rows of p.
-            p_rows = probs(target.feed(seq[target.length:] + drafts, keep=k + 1)).cpu()  # (K+1, V)
-            t_done = time.perf_counter()
-
-            # Accept x_i with probability min(1, p(x_i)/q(x_i)); stop at the first rejection.
-            positions: list[tuple[int, float, float, float, float | None, str]] = []
-            n_acc = 0
-            rejected = False
-            for i, x in enumerate(drafts):
-                p_x, q_x = float(p_rows[i, x]), float(q_rows[i][x])
-                ratio = acceptance_ratio(p_x, q_x)
-                if rejected:
-                    positions.append((x, q_x, p_x, ratio, None, "discarded"))
-                    continue
-                r = run.rand()
-                stats.reached[i] += 1
-                if r < ratio:
-                    n_acc += 1
-                    stats.kept[i] += 1
-                    positions.append((x, q_x, p_x, ratio, r, "accepted"))
-                else:
-                    rejected = True
-                    positions.append((x, q_x, p_x, ratio, r, "rejected"))
-
-            if rejected:
-                dist = residual(p_rows[n_acc], q_rows[n_acc])  # norm(max(0, p - q))
-                kind = "resampled"
-            else:
-                dist = p_rows[k]  # all K kept: the target's next distribution is free
-                kind = "bonus"
-            extra_id = run.draw(dist)
-            new_ids = drafts[:n_acc] + [extra_id]
-
-            # Roll both caches back to the committed prefix (the new token is fed next round).
-            committed = len(seq) + n_acc
-            target.crop(committed)
-            draft.crop(min(draft.length, committed))
-
-            stats.rounds += 1
-            stats.drafted += k
-            stats.accepted += n_acc
-            stats.draft_time += t_verify - t_draft
-            stats.verify_time += t_done - t_verify
-            kept, pieces = run.commit(new_ids)
-            seq.extend(kept)
-
-            drafted = tuple(
-                DraftPosition(
-                    index=i, token_id=x, text=run.texts(x), q=q_x, p=p_x, ratio=ratio, r=r,
-                    status=status,  # type: ignore[arg-type]
-                    q_top=run.top(q_rows[i], x), p_top=run.top(p_rows[i], x),
-                )
-                for i, (x, q_x, p_x, ratio, r, status) in enumerate(positions)
-            )
-            extra_event = None
-            if len(kept) == len(new_ids):  # the extra token survived EOS/budget trimming
-                extra_event = ExtraToken(
-                    kind=kind,  # type: ignore[arg-type]
-                    token_id=extra_id, text=run.texts(extra_id), prob=float(dist[extra_id]),
-                    p=float(p_rows[n_acc, extra_id]), dist_top=run.top(dist, extra_id),
-                )
-            yield Round(
-                index=stats.rounds - 1,
-                k=k,
-                drafted=drafted,
-                n_accepted=n_acc,
-                extra=extra_event,
-                bonus_top=run.top(p_rows[k]),
-                appended_ids=tuple(kept),
-                appended_text="".join(pieces),
-                appended_texts=tuple(pieces),
-                draft_time_s=t_verify - t_draft,
-                verify_time_s=t_done - t_verify,
-                n_generated=len(run.generated),
-                target_calls=target.calls,
-                draft_calls=draft.calls,
-                elapsed_s=time.perf_counter() - run.t0,
-                final=run.stop_reason is not None,
-            )
-        yield run.finished(stats, target.calls, draft.calls)
+    @torch.inference_mode()
+    def run(self, prompt: str, stop: threading.Event | None = None, *,
+            rng: Random | None = None) -> Iterator[Event]:
+        """Yield RunStarted, one Round per round, then RunFinished."""
+        run = _Run(self.pair, self.settings, prompt, speculative=True, rng=rng)
+        s = run.settings
+        drafter, name = self._drafter(s)
+        yield from _loop(run, drafter, make_policy(s.k_policy, s.k), "speculative", name, stop)
 
 
 class AutoregressiveDecoder:
-    """The target alone, one token per forward pass: the baseline."""
+    """The target alone, one token per forward pass: the baseline (the same loop, no drafts)."""
 
     def __init__(self, pair: ModelPair, settings: Settings) -> None:
         validate(settings, speculative=False)
@@ -403,40 +352,12 @@ class AutoregressiveDecoder:
         self.settings = settings
 
     @torch.inference_mode()
-    def run(self, prompt: str, stop: threading.Event | None = None) -> Iterator[Event]:
+    def run(self, prompt: str, stop: threading.Event | None = None, *,
+            rng: Random | None = None) -> Iterator[Event]:
         """Yield RunStarted, one Round per token (k = 0), then RunFinished."""
-        pair = self.pair
-        run = _Run(pair, self.settings, prompt, speculative=False)
-        s = run.settings
-        target = _Model(pair.target, pair.vocab_size)
-        stats = _Stats(reached=[], kept=[])
-        yield run.started("baseline", None)
-        seq = list(run.prompt_ids)
-        while run.stop_reason is None:
-            if _stopped(stop):
-                run.stop_reason = "stopped"
-                break
-            t0 = time.perf_counter()
-            p = logits_to_probs(target.feed(seq[target.length:], keep=1)[0],
-                                s.temperature, s.top_k, s.top_p).cpu()  # (V,)
-            token = run.draw(p)
-            t1 = time.perf_counter()
-            stats.rounds += 1
-            stats.verify_time += t1 - t0
-            kept, pieces = run.commit([token])
-            seq.extend(kept)
-            yield Round(
-                index=stats.rounds - 1, k=0, drafted=(), n_accepted=0,
-                extra=ExtraToken(kind="target", token_id=token, text=run.texts(token),
-                                 prob=float(p[token]), p=float(p[token]),
-                                 dist_top=run.top(p, token)),
-                bonus_top=None, appended_ids=tuple(kept), appended_text="".join(pieces),
-                appended_texts=tuple(pieces), draft_time_s=0.0, verify_time_s=t1 - t0,
-                n_generated=len(run.generated), target_calls=target.calls, draft_calls=0,
-                elapsed_s=time.perf_counter() - run.t0,
-                final=run.stop_reason is not None,
-            )
-        yield run.finished(stats, target.calls, 0)
+        run = _Run(self.pair, self.settings, prompt, speculative=False, rng=rng)
+        yield from _loop(run, NoDrafter(self.pair.vocab_size), FixedPolicy(0), "baseline", None,
+                         stop)
 
 
 def guarded(events: Iterator[Event]) -> Iterator[Event]:

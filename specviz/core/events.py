@@ -21,6 +21,9 @@ Status = Literal["accepted", "rejected", "discarded"]
 # acceptance, or a plain target step (the autoregressive baseline).
 ExtraKind = Literal["resampled", "bonus", "target"]
 StopReason = Literal["eos", "max_new_tokens", "stopped", "context", "error"]
+# Version of the event schema a recording was written with. 1: before drafters and K
+# policies (no ``format`` field at all); 2: drafter per position, policy reason, lenience.
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,18 @@ class Settings:
     max_new_tokens: int = 64
     seed: int | None = 0
     top_n: int = 10  # how many candidates per distribution the events carry
+    # Who drafts: "model" (the draft model q), "lookup" (copy what followed the most recent
+    # earlier occurrence of the last n tokens; q is one-hot) or "hybrid" (lookup on a long
+    # enough match, the model otherwise).
+    drafter: str = "model"
+    ngram_min: int = 1  # shortest suffix lookup may match
+    ngram_max: int = 3  # longest suffix lookup tries first
+    # How K is chosen each round: "fixed" (k), "heuristic" (transformers' schedule, starting
+    # at k) or "cost" (the K in 0..16 with the most expected tokens per measured second).
+    k_policy: str = "fixed"
+    # r ~ U[0, lenience): below 1 drafts are kept more often and the output NO LONGER follows
+    # the target's distribution (Round.exact and Summary.exact say so). 1.0 = exact.
+    lenience: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class DraftPosition:
     status: Status
     q_top: TopN
     p_top: TopN
+    drafter: str = "model"  # who proposed x: "model" or "lookup" (then q is one-hot on x)
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,7 @@ class Round:
     """One speculative round (or one baseline step, with no drafts)."""
 
     index: int
-    k: int  # drafts attempted this round (0 for the baseline)
+    k: int  # drafts attempted this round (0 for the baseline, or a plain target step)
     drafted: tuple[DraftPosition, ...]
     n_accepted: int
     extra: ExtraToken | None  # None only when the round was trimmed before it
@@ -93,6 +109,9 @@ class Round:
     draft_calls: int  # draft forward passes so far
     elapsed_s: float  # since the run started
     final: bool = False  # no round follows: the next event is RunFinished
+    # Why the K policy chose this round's K, e.g. "α̂ 0.62, c 0.10, v 1.4 → K 3".
+    policy_reason: str = ""
+    exact: bool = True  # False when lenience < 1: kept drafts no longer follow p
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,19 @@ class RunStarted:
     prompt_ids: tuple[int, ...]
     pair: PairInfo
     settings: Settings
+    format: int = 1  # event schema version (absent, so 1, in old recordings)
+
+
+@dataclass(frozen=True)
+class DrafterTally:
+    """Counts of one drafter's proposals in a run (so runs and drafters add up)."""
+
+    drafter: str
+    rounds: int = 0  # rounds it drafted in
+    drafted: int = 0
+    tested: int = 0  # accepted + rejected
+    accepted: int = 0
+    draft_time_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +165,13 @@ class Summary:
     # are never tested, so accepted / drafted (above) is lower: (α + … + α^K) / K.
     alpha: float = 0.0
     tested: int = 0  # drafts compared against p (accepted + rejected)
+    # Counts behind the ratios above, so summaries of several runs add up (tally.Tally).
+    reached_by_position: tuple[int, ...] = ()  # drafts tested at position i
+    kept_by_position: tuple[int, ...] = ()  # drafts kept at position i
+    by_drafter: tuple[DrafterTally, ...] = ()
+    rounds_by_k: tuple[int, ...] = ()  # rounds that drafted k tokens, k = 0, 1, ...
+    forward_time_s: float = 0.0  # inside model forward passes; wall - this = engine overhead
+    exact: bool = True  # False when lenience < 1: the output does not follow p
 
 
 @dataclass(frozen=True)
@@ -197,6 +236,9 @@ _NESTED: dict[str, type] = {
     "settings": Settings,
     "summary": Summary,
 }
+_NESTED_TUPLES: dict[str, type] = {
+    "by_drafter": DrafterTally,
+}
 
 
 def _convert(name: str, value: Any) -> Any:
@@ -204,6 +246,8 @@ def _convert(name: str, value: Any) -> Any:
         return _build(_NESTED[name], value)
     if name == "drafted" and isinstance(value, list):  # Round.drafted, not Summary.drafted
         return tuple(_build(DraftPosition, v) for v in value)
+    if name in _NESTED_TUPLES and isinstance(value, list):
+        return tuple(_build(_NESTED_TUPLES[name], v) for v in value)
     if isinstance(value, list):
         return tuple(value)
     return value
@@ -222,7 +266,9 @@ def from_json(line: str) -> Event:
 
 
 __all__ = [
+    "FORMAT_VERSION",
     "DraftPosition",
+    "DrafterTally",
     "Event",
     "ExtraToken",
     "PairInfo",

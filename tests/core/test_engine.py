@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -181,7 +182,9 @@ def test_round_events_are_consistent(tiny_pair: ModelPair) -> None:
             assert list(d.q_top.probs[:3]) == sorted(d.q_top.probs[:3], reverse=True)
         assert r.extra is not None or r is rounds[-1]
         if r.extra is not None:
-            assert r.extra.kind == ("resampled" if r.n_accepted < r.k else "bonus")
+            # A round left with one token to go drafts nothing: a plain target step.
+            assert r.extra.kind == ("target" if r.k == 0 else
+                                    "resampled" if r.n_accepted < r.k else "bonus")
     by_pos = done.summary.acceptance_by_position
     assert len(by_pos) == 4 and all(0.0 <= a <= 1.0 for a in by_pos)
     # α counts only tested drafts; accepted / drafted also counts the discarded ones.
@@ -269,3 +272,257 @@ def test_reduced_vocab_draft_maps_ids() -> None:
     expected = target_greedy(pair, 30)
     assert list(finished(run_all(pair, k=3, temperature=0.0, max_new_tokens=30))
                 .generated_ids) == expected
+
+
+# Drafters and K policies (issue 12).
+
+DRAFTERS = ["model", "lookup", "hybrid"]
+POLICIES = ["fixed", "heuristic", "cost"]
+REPETITIVE = "the cat sat on the mat the cat sat on a red mat the dog"
+
+
+def noisy_copy_pair(noise: float = 0.5, seed: int = 0) -> ModelPair:
+    """The draft is the target with noise on its LM head: it agrees often, not always."""
+    tok = word_tokenizer(eos=False)
+    target = tiny_llama(len(tok), seed=8, sharpness=3.0)  # a greedy cycle that later varies
+    draft = copy.deepcopy(target)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        head = draft.lm_head.weight
+        head.add_(noise * head.std() * torch.randn_like(head))
+    return ModelPair(target=target, draft=draft, tokenizer=tok, target_name="tiny-target",
+                     draft_name="tiny-draft")
+
+
+@pytest.fixture(scope="module")
+def greedy_pair() -> ModelPair:
+    return noisy_copy_pair()
+
+
+def greedy_reference(pair: ModelPair, prompt: str, n: int) -> list[int]:
+    ids = pair.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    out = pair.target.generate(ids, max_new_tokens=n, do_sample=False, eos_token_id=None,
+                               pad_token_id=0)
+    return [int(i) for i in out[0, ids.shape[1]:]]
+
+
+def synthetic_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost policy sees fixed costs (v(n) = 1 + 0.1 (n − 1), c = 0.05), not the clock:
+    its K choices, hence the test, do not depend on the machine's load."""
+    from specviz.core import policy as policy_mod
+
+    original = policy_mod.CostModel.add
+
+    def add(self: policy_mod.CostModel, o: policy_mod.Outcome) -> None:
+        draft = 0.05 * o.k if o.plan.source == "model" else 0.0
+        original(self, replace(o, draft_s=draft, verify_s=1 + 0.1 * (o.fed - 1),
+                               round_s=draft + 1 + 0.1 * (o.fed - 1)))
+
+    monkeypatch.setattr(policy_mod.CostModel, "add", add)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("drafter", DRAFTERS)
+def test_every_drafter_and_policy_is_greedy_identical(greedy_pair: ModelPair, drafter: str,
+                                                      policy: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    synthetic_clock(monkeypatch)
+    expected = greedy_reference(greedy_pair, REPETITIVE, 50)
+    events = list(SpeculativeDecoder(greedy_pair, Settings(
+        k=4, temperature=0.0, max_new_tokens=50, drafter=drafter, k_policy=policy,
+        ngram_min=1, ngram_max=3)).run(REPETITIVE))
+    assert list(finished(events).generated_ids) == expected
+    rounds = [e for e in events if isinstance(e, Round)]
+    positions = [d for r in rounds for d in r.drafted]
+    sources = {d.drafter for d in positions}
+    assert sources == ({"model", "lookup"} if drafter == "hybrid" else {drafter})
+    # Drafts were both kept and rejected, or identity would prove little.
+    assert any(d.status == "accepted" for d in positions)
+    assert any(d.status == "rejected" for d in positions)
+    assert all(r.policy_reason for r in rounds)
+    assert all(r.k == len(r.drafted) for r in rounds)
+
+
+def test_a_broken_rollback_breaks_greedy_identity(greedy_pair: ModelPair,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identity test above can fail: leave rejected drafts in the target's cache."""
+    original = engine_mod.CachedModel.crop
+
+    def no_target_rollback(self: engine_mod.CachedModel, length: int) -> None:
+        if self.model is not greedy_pair.target:
+            original(self, length)
+
+    monkeypatch.setattr(engine_mod.CachedModel, "crop", no_target_rollback)
+    expected = greedy_reference(greedy_pair, REPETITIVE, 50)
+    events = list(guarded(SpeculativeDecoder(greedy_pair, Settings(
+        k=4, temperature=0.0, max_new_tokens=50, drafter="lookup")).run(REPETITIVE)))
+    last = events[-1]
+    assert isinstance(last, RunFailed) or list(finished(events).generated_ids) != expected
+
+
+def test_lookup_needs_no_draft_model(greedy_pair: ModelPair) -> None:
+    pair = ModelPair(target=greedy_pair.target, tokenizer=greedy_pair.tokenizer)
+    events = list(SpeculativeDecoder(pair, Settings(temperature=0.0, max_new_tokens=30,
+                                                    drafter="lookup")).run(REPETITIVE))
+    assert list(finished(events).generated_ids) == greedy_reference(pair, REPETITIVE, 30)
+    assert isinstance(events[0], RunStarted) and events[0].pair.draft == "prompt lookup"
+    with pytest.raises(InputError, match="needs a draft model"):
+        SpeculativeDecoder(pair, Settings(drafter="hybrid"))
+
+
+def test_cost_policy_may_choose_plain_target_steps(greedy_pair: ModelPair,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With drafts made dear, the cost policy drops to K = 0 rounds: plain target steps."""
+    from specviz.core import policy as policy_mod
+
+    monkeypatch.setattr(policy_mod.CostModel, "draft_cost", lambda self, source: 10.0)
+    events = list(SpeculativeDecoder(greedy_pair, Settings(
+        temperature=0.0, max_new_tokens=30, k_policy="cost")).run("the cat"))
+    rounds = [e for e in events if isinstance(e, Round)]
+    plain = [r for r in rounds if r.k == 0]
+    assert len(plain) >= len(rounds) - 3
+    assert all(r.extra is not None and r.extra.kind == "target" and r.drafted == ()
+               for r in plain)
+    assert all("→ K 0" in r.policy_reason or "plain" in r.policy_reason for r in plain)
+    assert list(finished(events).generated_ids) == target_greedy(greedy_pair, 30)
+
+
+@pytest.mark.parametrize("drafter", ["model", "hybrid"])
+def test_caches_match_recompute_for_every_drafter(drafter: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hybrid's idle model cache catches up correctly after lookup rounds."""
+    pair = tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
+    worst = 0.0
+    original = engine_mod._Model.feed
+
+    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int) -> torch.Tensor:
+        nonlocal worst
+        cached = original(self, ids, keep)
+        with torch.no_grad():
+            full = self.model(torch.tensor([self.ids])).logits[0, -keep:, : self.vocab_size]
+        worst = max(worst, float((cached - full).abs().max()))
+        return cached
+
+    monkeypatch.setattr(engine_mod._Model, "feed", checking_feed)
+    events = list(SpeculativeDecoder(pair, Settings(k=4, temperature=1.0, max_new_tokens=80,
+                                                    seed=3, drafter=drafter)).run(REPETITIVE))
+    assert finished(events).summary.tokens == 80
+    assert worst < 1e-9
+
+
+def tiny_mistral(vocab: int, seed: int, window: int = 8) -> torch.nn.Module:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(seed)
+    config = MistralConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           sliding_window=window, max_position_embeddings=256, bos_token_id=0,
+                           eos_token_id=1)
+    model = MistralForCausalLM(config).double().eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(3.0)
+    model.generation_config.eos_token_id = None
+    return model
+
+
+@pytest.mark.parametrize("record_past", [True, False])
+def test_sliding_window_models_decode_past_the_window(record_past: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny Mistral with window 8, 40 tokens: rollbacks after the window need the recorded
+    past (False = the broken variant: without it the run ends in RunFailed)."""
+    from transformers import DynamicCache
+
+    if not record_past:
+        monkeypatch.setattr(DynamicCache, "activate_past_recording", lambda self: None)
+    tok = word_tokenizer(eos=False)
+    pair = ModelPair(target=tiny_mistral(len(tok), 2), draft=tiny_mistral(len(tok), 1),
+                     tokenizer=tok)
+    events = list(guarded(SpeculativeDecoder(pair, Settings(k=4, temperature=0.0,
+                                                            max_new_tokens=40)).run("the cat")))
+    if not record_past:
+        assert isinstance(events[-1], RunFailed) and "crop" in events[-1].message
+        return
+    done = finished(events)
+    assert list(done.generated_ids) == target_greedy(pair, 40)
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert sum(r.n_accepted < r.k for r in rounds) >= 3  # rollbacks past the window
+    # Memory stays bounded: each sliding layer keeps window − 1 states after a crop.
+    baseline = list(guarded(AutoregressiveDecoder(pair, Settings(temperature=0.0,
+                                                                 max_new_tokens=40))
+                            .run("the cat")))
+    assert finished(baseline).generated_ids == done.generated_ids
+
+
+def test_detokenizer_tail_reaches_the_last_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run cut mid-character: the held-back bytes reach the stream with the last Round."""
+    from tests.tiny import byte_tokenizer
+
+    tok = byte_tokenizer()
+    pair = tiny_pair(tok, sharpness=0.5)
+    prompt = "推测解码"
+
+    def run(n: int) -> list[object]:
+        return list(SpeculativeDecoder(pair, Settings(k=3, temperature=1.0, max_new_tokens=n,
+                                                      seed=4)).run(prompt))
+
+    ids = list(finished(run(60)).generated_ids)
+    # The shortest cut of this run whose text ends inside a multi-byte character.
+    n = next(i for i in range(1, 60)
+             if tok.decode(ids[:i], skip_special_tokens=True).endswith("\ufffd"))
+    events = run(n)
+    done = finished(events)
+    streamed = "".join(e.appended_text for e in events if isinstance(e, Round))
+    assert done.text.endswith("\ufffd") and streamed == done.text
+    # The broken variant, as before the fix: the tail only reached RunFinished.text.
+    monkeypatch.setattr(engine_mod.IncrementalDetokenizer, "flush", lambda self: "")
+    broken = run(n)
+    streamed = "".join(e.appended_text for e in broken if isinstance(e, Round))
+    assert streamed != tok.decode(ids[:n], skip_special_tokens=True)
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"temperature": float("inf")}, "Temperature"),
+        ({"temperature": float("nan")}, "Temperature"),
+        ({"temperature": 1e-31}, "Temperature"),
+        ({"drafter": "medusa"}, "drafter"),
+        ({"k_policy": "dynamic"}, "K policy"),
+        ({"ngram_min": 0}, "n-gram"),
+        ({"ngram_min": 3, "ngram_max": 2}, "n-gram"),
+        ({"ngram_max": 9}, "n-gram"),
+        ({"lenience": 0.0}, "Lenience"),
+        ({"lenience": 1.5}, "Lenience"),
+        ({"lenience": float("nan")}, "Lenience"),
+    ],
+)
+def test_new_bad_settings_are_refused_in_one_line(tiny_pair: ModelPair, kw: dict[str, object],
+                                                  fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment) as info:
+        SpeculativeDecoder(tiny_pair, Settings(**kw))  # type: ignore[arg-type]
+    assert "\n" not in str(info.value)
+
+
+def test_smallest_allowed_temperature_runs(tiny_pair: ModelPair) -> None:
+    done = finished(run_all(tiny_pair, temperature=1e-30, max_new_tokens=10))
+    assert len(done.generated_ids) == 10
+
+
+def test_lenience_is_flagged_on_every_event(tiny_pair: ModelPair) -> None:
+    exact = run_all(tiny_pair, temperature=1.0, max_new_tokens=20, seed=1)
+    lenient = run_all(tiny_pair, temperature=1.0, max_new_tokens=20, seed=1, lenience=0.3)
+    assert all(e.exact for e in exact if isinstance(e, Round)) and finished(exact).summary.exact
+    rounds = [e for e in lenient if isinstance(e, Round)]
+    assert rounds and not any(r.exact for r in rounds)
+    assert not finished(lenient).summary.exact
+    assert all(d.r is None or d.r < 0.3 for r in rounds for d in r.drafted)
+    assert finished(lenient).summary.alpha >= finished(exact).summary.alpha
+
+
+def test_runs_accept_an_injected_rng(tiny_pair: ModelPair) -> None:
+    from specviz.core.rng import TorchRandom
+
+    a = finished(list(SpeculativeDecoder(tiny_pair, Settings(max_new_tokens=20, seed=0))
+                      .run("the cat", rng=TorchRandom(9))))
+    b = finished(run_all(tiny_pair, max_new_tokens=20, seed=9))
+    assert a.generated_ids == b.generated_ids

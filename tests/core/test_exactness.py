@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-from specviz.core import engine as engine_mod
+from specviz.core import verify as verify_mod
 from specviz.core.engine import SpeculativeDecoder, encode_prompt
 from specviz.core.events import RunFinished, Settings
 from specviz.core.models import ModelPair
@@ -113,9 +113,9 @@ def test_harness_catches_broken_samplers(pair: ModelPair, broken: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Same harness, deliberately wrong algorithm: the chi-square bound must reject it."""
     if broken == "residual is p":
-        monkeypatch.setattr(engine_mod, "residual", lambda p, q: p)
+        monkeypatch.setattr(verify_mod, "residual", lambda p, q: p)
     else:
-        monkeypatch.setattr(engine_mod, "acceptance_ratio", lambda p, q: 1.0)
+        monkeypatch.setattr(verify_mod, "acceptance_ratio", lambda p, q: 1.0)
     s = SETTINGS["temperature 1"]
     stat, crit, _ = chi_square(sample_joint(pair, s, runs=1500), exact_joint(pair, s), 1500)
     print(f"{broken}: chi2 {stat:.1f}, bound {crit:.1f}")

@@ -201,12 +201,12 @@ def test_replay_a_recording(qtbot, make_window, tiny_pair, tmp_path: Path) -> No
     assert saved.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
 
 
-def test_bad_recording_shows_an_error(make_window, tiny_pair, tmp_path: Path) -> None:
+def test_bad_recording_shows_an_error(qtbot, make_window, tiny_pair, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text("{not json\n", encoding="utf-8")
     window = make_window(lambda *a, **k: tiny_pair)
-    window.open_recording(str(path))
-    assert "Could not read" in window.run_view.banner.text()
+    window.open_recording(str(path))  # read on a thread: the banner comes a moment later
+    qtbot.waitUntil(lambda: "Could not read" in window.run_view.banner.text(), timeout=10000)
 
 
 def test_command_line_options() -> None:

@@ -1,0 +1,210 @@
+"""Drafters × K policies on the bundled pair, side by side in one run, against the target alone.
+
+    .venv/bin/python benchmarks/drafters.py [--sets grounded,template,free] [--prompts 4]
+        [--temperatures 0,1] [--max-new-tokens 64] [--combos model:fixed,lookup:cost,...]
+
+For each prompt, interleaved (so a drifting machine load hits every row alike): the target
+alone (specviz's AutoregressiveDecoder), every drafter × K policy, and at T = 0 transformers'
+plain greedy ``generate`` and ``generate(prompt_lookup_num_tokens=10)``. Per set and
+temperature it prints α = P(kept | tested), tokens per round, the geometric mean and the
+minimum over prompts of tokens/s ÷ the target alone's, and the time spent outside model
+forward passes as a share of wall time. Pause other CPU work first (a background teacher:
+kill -STOP its pid, then -CONT); on a shared machine only the ratios mean anything.
+
+transformers' assisted generation is not run with the bundled draft: its vocabulary is a
+subset of the target's (specviz_vocab.json), which ``assistant_model`` cannot map.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from grounded_prompts import grounded_prompts  # noqa: E402
+
+from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
+from specviz.core.events import RunFinished, Settings  # noqa: E402
+from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, load_pair  # noqa: E402
+from specviz.core.tally import Tally  # noqa: E402
+from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
+
+SETS = {"grounded": grounded_prompts, "template": heldout_prompts, "free": free_prompts}
+ALL_COMBOS = [f"{d}:{p}" for d in ("model", "lookup", "hybrid")
+              for p in ("fixed", "heuristic", "cost")]
+
+
+@dataclass
+class Row:
+    """One configuration over a set of prompts: its tally and per-prompt speed ratios."""
+
+    tally: Tally = field(default_factory=Tally)
+    ratios: list[float] = field(default_factory=list)
+    mismatches: int = 0
+
+    def line(self, name: str) -> str:
+        t = self.tally
+        geo = math.exp(statistics.fmean(math.log(r) for r in self.ratios)) if self.ratios else 0
+        alpha = f"{t.alpha:5.2f}" if t.tested else "    -"
+        per_round = f"{t.mean_tokens_per_round:5.2f}" if t.rounds else "    -"
+        overhead = f"{100 * t.overhead_share:5.1f}%" if t.forward_time_s else "     -"
+        worst = min(self.ratios) if self.ratios else 0.0
+        miss = f"  {self.mismatches} differ" if self.mismatches else ""
+        return (f"  {name:<22} {alpha}  {per_round}  {geo:6.2f}x  {worst:6.2f}x  {overhead}"
+                f"{miss}")
+
+
+def run_specviz(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str
+                ) -> tuple[float, RunFinished]:
+    t0 = time.perf_counter()
+    *_, done = decoder.run(prompt)
+    wall = time.perf_counter() - t0
+    assert isinstance(done, RunFinished), done
+    return wall, done
+
+
+def run_hf(pair: ModelPair, prompt: str, max_new: int, lookup: int | None
+           ) -> tuple[float, list[int]]:
+    ids = pair.tokenizer(prompt, return_tensors="pt", add_special_tokens=True)["input_ids"]
+    extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = pair.target.generate(ids, do_sample=False, max_new_tokens=max_new,
+                                   pad_token_id=pair.tokenizer.eos_token_id, **extra)
+    return time.perf_counter() - t0, [int(i) for i in out[0, ids.shape[1]:]]
+
+
+def lookup_alpha_by_match(pair: ModelPair, sets: list[str], n_prompts: int, max_new: int,
+                          k: int) -> None:
+    """Timing-free, T = 0: α of lookup proposals by match length, next to the model's α.
+
+    The target's greedy text is the reference; at every position, lookup (n = 1..4) proposes
+    up to K tokens and, at T = 0, keeps the longest prefix that agrees with that text.
+    """
+    from specviz.core.drafters import LookupDrafter
+    from specviz.core.rng import TorchRandom
+
+    tok = pair.tokenizer
+    kept: dict[int, int] = {}
+    tested: dict[int, int] = {}
+    model = Tally()
+    for set_name in sets:
+        for text, chat in SETS[set_name]()[:n_prompts]:
+            prompt = chat_prompt(tok, text) if chat else text
+            s = Settings(k=k, temperature=0, max_new_tokens=max_new)
+            _, ref = run_specviz(AutoregressiveDecoder(pair, s), prompt)
+            _, spec = run_specviz(SpeculativeDecoder(pair, s), prompt)
+            model.add_summary(spec.summary)
+            prompt_ids = [int(i) for i in tok(prompt, add_special_tokens=True)["input_ids"]]
+            gen = list(ref.generated_ids)
+            lookup = LookupDrafter(pair.vocab_size, 1, 4)
+            for t in range(len(gen) - 1):
+                context = prompt_ids + gen[:t]
+                plan = lookup.plan(context)
+                if not plan.match:
+                    continue
+                proposal = lookup.propose(context, k, TorchRandom(0)).tokens
+                n_ok = 0
+                while n_ok < len(proposal) and t + n_ok < len(gen) and \
+                        proposal[n_ok] == gen[t + n_ok]:
+                    n_ok += 1
+                kept[plan.match] = kept.get(plan.match, 0) + n_ok
+                tested[plan.match] = tested.get(plan.match, 0) + min(len(proposal), n_ok + 1)
+    print(f"\nα at T = 0 ({', '.join(sets)}; {n_prompts} prompts each): model draft "
+          f"{model.alpha:.2f} over {model.tested} tested drafts")
+    for n in sorted(tested):
+        print(f"  lookup, {n}-token match: α {kept[n] / tested[n]:.2f} over {tested[n]} tested")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="grounded,template,free")
+    ap.add_argument("--prompts", type=int, default=4, help="prompts per set")
+    ap.add_argument("--temperatures", default="0,1")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--k", type=int, default=4, help="K of fixed, start of heuristic and cost")
+    ap.add_argument("--combos", default=",".join(ALL_COMBOS))
+    ap.add_argument("--no-hf", action="store_true", help="skip transformers' generate rows")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    ap.add_argument("--lookup-alpha", action="store_true",
+                    help="only the timing-free α of lookup by match length (hybrid's rule)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pair = load_pair(*PRESETS[DEFAULT_PAIR])
+    tok = pair.tokenizer
+    if args.lookup_alpha:
+        lookup_alpha_by_match(pair, args.sets.split(","), args.prompts, args.max_new_tokens,
+                              args.k)
+        return
+    combos = [c.split(":") for c in args.combos.split(",")]
+    print(f"# {DEFAULT_PAIR}; {args.prompts} prompts per set, {args.max_new_tokens} new tokens, "
+          f"K {args.k}, torch threads {torch.get_num_threads()}")
+    # Warm-up (first forwards allocate), not counted.
+    warm = chat_prompt(tok, "Hello")
+    run_specviz(AutoregressiveDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
+    run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
+
+    for temperature in (float(t) for t in args.temperatures.split(",")):
+        for set_name in args.sets.split(","):
+            prompts = [chat_prompt(tok, text) if chat else text
+                       for text, chat in SETS[set_name]()[:args.prompts]]
+            rows: dict[str, Row] = {"target alone": Row()}
+            rows.update({f"{d} {p}": Row() for d, p in combos})
+            hf = temperature == 0 and not args.no_hf
+            if hf:
+                rows["hf greedy"] = Row()
+                rows["hf prompt lookup 10"] = Row()
+            t_start = time.perf_counter()
+            for i, prompt in enumerate(prompts):
+                base = Settings(k=args.k, temperature=temperature,
+                                max_new_tokens=args.max_new_tokens, seed=i)
+                wall, ref = run_specviz(AutoregressiveDecoder(pair, base), prompt)
+                base_tps = len(ref.generated_ids) / wall
+                rows["target alone"].tally.add_summary(ref.summary)
+                rows["target alone"].ratios.append(1.0)
+                for drafter, policy in combos:
+                    s = Settings(**{**base.__dict__, "drafter": drafter, "k_policy": policy})
+                    wall, done = run_specviz(SpeculativeDecoder(pair, s), prompt)
+                    row = rows[f"{drafter} {policy}"]
+                    row.tally.add_summary(done.summary)
+                    row.ratios.append(len(done.generated_ids) / wall / base_tps)
+                    if temperature == 0 and done.generated_ids != ref.generated_ids:
+                        row.mismatches += 1
+                if hf:
+                    wall_g, greedy = run_hf(pair, prompt, args.max_new_tokens, None)
+                    wall_l, looked = run_hf(pair, prompt, args.max_new_tokens, 10)
+                    for name, w, ids in (("hf greedy", wall_g, greedy),
+                                         ("hf prompt lookup 10", wall_l, looked)):
+                        rows[name].ratios.append(len(ids) / w / base_tps)
+                        rows[name].tally.tokens += len(ids)
+                        rows[name].tally.wall_time_s += w
+                        # EOS may end one side earlier: compare what both produced.
+                        n = min(len(ids), len(ref.generated_ids))
+                        if ids[:n] != list(ref.generated_ids[:n]):
+                            rows[name].mismatches += 1
+                print(f"# {set_name} T={temperature:g} prompt {i + 1}/{len(prompts)} done",
+                      file=sys.stderr, flush=True)
+            print(f"\n{set_name}, T = {temperature:g} ({len(prompts)} prompts, "
+                  f"{time.perf_counter() - t_start:.0f} s)")
+            print(f"  {'':<22} {'α':>5}  {'tok/r':>5}  {'geomean':>7}  {'worst':>7}  overhead")
+            for name, row in rows.items():
+                print(row.line(name), flush=True)
+            if hf:
+                g, lk = rows["hf greedy"].ratios, rows["hf prompt lookup 10"].ratios
+                geo = math.exp(statistics.fmean(math.log(b / a) for a, b in zip(g, lk,
+                                                                                 strict=True)))
+                print(f"  transformers' prompt lookup over its own greedy: {geo:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""How many tokens to draft each round: fixed K, transformers' heuristic, or measured cost.
+
+A policy sees the drafter's plan for the round (its source and how far it can reach), picks
+K with a one-line reason for the events, and is told afterwards what happened. K never
+depends on the round's own random draws, so every policy leaves the output law exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .drafters import Plan
+from .tally import expected_tokens_per_round
+
+K_POLICIES = ("fixed", "heuristic", "cost")
+K_LIMIT = 16  # the largest K any policy drafts
+
+
+@dataclass(frozen=True)
+class Choice:
+    k: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one round did, as a policy needs it."""
+
+    plan: Plan
+    k: int  # drafts proposed
+    n_accepted: int
+    draft_s: float  # time spent drafting
+    verify_s: float  # the target's pass (fed = 1 + k tokens, the previous extra token first)
+    fed: int  # tokens the target's verify pass ran
+    round_s: float  # the whole round, bookkeeping included
+
+
+class KPolicy(Protocol):
+    name: str
+
+    def choose(self, plan: Plan, cap: int) -> Choice:
+        """K for this round, at most ``cap`` (the budget) and the plan's reach."""
+        ...
+
+    def observe(self, outcome: Outcome) -> None:
+        ...
+
+
+def _reach(plan: Plan, cap: int) -> int:
+    return cap if plan.available is None else min(cap, plan.available)
+
+
+def _no_draft_reason(plan: Plan, cap: int) -> str | None:
+    if cap <= 0:
+        return "last token: plain target step"
+    if plan.available == 0:
+        return "no n-gram match: plain target step"
+    return None
+
+
+class FixedPolicy:
+    name = "fixed"
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def choose(self, plan: Plan, cap: int) -> Choice:
+        k = min(self.k, _reach(plan, cap))
+        why = _no_draft_reason(plan, cap)
+        if why is None:
+            why = f"fixed K {self.k}" + (f", {k} available" if k < self.k else "")
+        return Choice(k, why)
+
+    def observe(self, outcome: Outcome) -> None:
+        pass
+
+
+class HeuristicPolicy:
+    """transformers' ``num_assistant_tokens_schedule="heuristic"``: +2 after a fully kept
+    round, −1 otherwise (never below 1), here also capped at ``k_max``."""
+
+    name = "heuristic"
+
+    def __init__(self, k: int, k_max: int = K_LIMIT) -> None:
+        self.k = k
+        self.k_max = k_max
+        self.last = f"start K {k}"
+
+    def choose(self, plan: Plan, cap: int) -> Choice:
+        k = min(self.k, _reach(plan, cap))
+        why = _no_draft_reason(plan, cap)
+        return Choice(k, why or f"{self.last} → K {self.k}"
+                      + (f", {k} available" if k < self.k else ""))
+
+    def observe(self, outcome: Outcome) -> None:
+        if outcome.k == 0:
+            return
+        if outcome.n_accepted == outcome.k:
+            self.k = min(self.k_max, self.k + 2)
+            self.last = f"all {outcome.k} kept"
+        else:
+            self.k = max(1, self.k - 1)
+            self.last = f"{outcome.n_accepted} of {outcome.k} kept"
+
+
+@dataclass
+class _Mean:
+    """An exponentially weighted mean (recent rounds count more; the machine's load drifts)."""
+
+    value: float = 0.0
+    weight: float = 0.0
+
+    def add(self, x: float, decay: float = 0.9) -> None:
+        self.weight = self.weight * decay + 1.0
+        self.value += (x - self.value) / self.weight
+
+    @property
+    def known(self) -> bool:
+        return self.weight > 0
+
+
+@dataclass
+class _Alpha:
+    """A decayed Beta estimate of P(draft kept | tested) for one kind of proposal."""
+
+    kept: float = 0.0
+    tested: float = 0.0
+
+    def estimate(self, prior: float, strength: float) -> float:
+        return (self.kept + prior * strength) / (self.tested + strength)
+
+
+@dataclass
+class CostModel:
+    """Measured costs of this machine: draft step per source, target pass per width, overhead."""
+
+    draft: dict[str, _Mean] = field(default_factory=dict)  # seconds per drafted token
+    verify: dict[int, _Mean] = field(default_factory=dict)  # seconds per pass of n tokens
+    overhead: _Mean = field(default_factory=_Mean)  # seconds of bookkeeping per round
+
+    # A target pass over n tokens after a warm cache costs v(1)·(1 + slope·(n − 1)) until two
+    # widths have been measured; on this 2-core CPU SmolLM2-135M measured ~0.1 per token.
+    PRIOR_SLOPE = 0.1
+
+    def verify_cost(self, n: int) -> float:
+        """Seconds for one target pass over n tokens: least squares over measured widths."""
+        points = [(w, m.value) for w, m in self.verify.items() if m.known]
+        if not points:
+            return 0.0
+        if len(points) == 1:
+            (w0, t0), = points
+            base = t0 / (1 + self.PRIOR_SLOPE * (w0 - 1))
+            return base * (1 + self.PRIOR_SLOPE * (n - 1))
+        mw = sum(w for w, _ in points) / len(points)
+        mt = sum(t for _, t in points) / len(points)
+        var = sum((w - mw) ** 2 for w, _ in points)
+        slope = max(0.0, sum((w - mw) * (t - mt) for w, t in points) / var)
+        return max(1e-9, mt + slope * (n - mw))
+
+    def draft_cost(self, source: str) -> float:
+        mean = self.draft.get(source)
+        return mean.value if mean is not None and mean.known else 0.0
+
+    def add(self, outcome: Outcome) -> None:
+        if outcome.k > 0:
+            self.draft.setdefault(outcome.plan.source, _Mean()).add(outcome.draft_s / outcome.k)
+        self.verify.setdefault(outcome.fed, _Mean()).add(outcome.verify_s)
+        self.overhead.add(max(0.0, outcome.round_s - outcome.draft_s - outcome.verify_s))
+
+
+class CostPolicy:
+    """Each round, the K in 0..k_max with the most expected tokens per second.
+
+    rate(K) = E[tokens | α̂, K] / (o + K·c + v(K + 1)), with E = (1 − α̂^(K+1)) / (1 − α̂),
+    α̂ the running acceptance of this kind of proposal (per drafter, and per match length for
+    lookup), c the measured seconds per drafted token, v(n) the measured seconds of a target
+    pass over n tokens and o the round's own bookkeeping. K = 0 is a plain target step (1
+    token for o + v(1)), chosen when drafting loses. α̂ decays back towards its prior while a
+    kind is not drafted, so a skipped drafter is tried again later.
+    """
+
+    name = "cost"
+    PRIOR_STRENGTH = 2.0  # pseudo-drafts behind the prior α
+    DECAY = 0.97  # per tested draft: the estimate follows the text as it changes
+    PRIORS = {"model": 0.6, "lookup": 0.5}
+
+    def __init__(self, k: int, k_max: int = K_LIMIT, costs: CostModel | None = None) -> None:
+        self.k_start = k  # used until the costs of this machine have been measured
+        self.k_max = k_max
+        self.costs = costs or CostModel()
+        self.alphas: dict[str, _Alpha] = {}
+        self._first = True  # the first verify pass also prefills the prompt: not a sample
+
+    def alpha(self, plan: Plan) -> float:
+        est = self.alphas.get(plan.key, _Alpha())
+        return est.estimate(self.PRIORS.get(plan.source, 0.5), self.PRIOR_STRENGTH)
+
+    def rates(self, plan: Plan, cap: int) -> list[float]:
+        """Expected tokens per second for K = 0..reach."""
+        alpha = self.alpha(plan)
+        c = self.costs.draft_cost(plan.source)
+        o = self.costs.overhead.value
+        out = []
+        for k in range(_reach(plan, min(cap, self.k_max)) + 1):
+            seconds = o + k * c + self.costs.verify_cost(k + 1)
+            out.append(expected_tokens_per_round(alpha, k) / seconds if seconds > 0 else 0.0)
+        return out
+
+    def choose(self, plan: Plan, cap: int) -> Choice:
+        why = _no_draft_reason(plan, cap)
+        if why is not None:
+            return Choice(0, why)
+        if not self.costs.verify:
+            k = min(self.k_start, _reach(plan, cap))
+            return Choice(k, f"no costs measured yet → K {k}")
+        rates = self.rates(plan, cap)
+        k = max(range(len(rates)), key=lambda i: (rates[i], -i))  # ties: the smaller K
+        v1 = self.costs.verify_cost(1)
+        c = self.costs.draft_cost(plan.source) / v1
+        v = self.costs.verify_cost(k + 1) / v1
+        who = "" if plan.source == "model" else f"{plan.key}, "
+        return Choice(k, f"{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}")
+
+    def observe(self, outcome: Outcome) -> None:
+        if self._first:
+            self._first = False
+        else:
+            self.costs.add(outcome)
+        est = self.alphas.setdefault(outcome.plan.key, _Alpha())
+        if outcome.k == 0:
+            # Not drafted: forget a little, so the prior pulls α̂ back and it gets retried.
+            est.kept *= self.DECAY
+            est.tested *= self.DECAY
+            return
+        tested = min(outcome.k, outcome.n_accepted + 1)
+        for i in range(tested):
+            est.kept = est.kept * self.DECAY + (i < outcome.n_accepted)
+            est.tested = est.tested * self.DECAY + 1.0
+
+
+def make_policy(name: str, k: int) -> KPolicy:
+    if name == "fixed":
+        return FixedPolicy(k)
+    if name == "heuristic":
+        return HeuristicPolicy(k)
+    if name == "cost":
+        return CostPolicy(k)
+    raise ValueError(f"unknown K policy {name!r}: use one of {', '.join(K_POLICIES)}")
+
+
+__all__ = ["K_LIMIT", "K_POLICIES", "Choice", "CostModel", "CostPolicy", "FixedPolicy",
+           "HeuristicPolicy", "KPolicy", "Outcome", "make_policy"]

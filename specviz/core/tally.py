@@ -1,0 +1,214 @@
+"""One tally of a run's counts: every figure (α, by position, by drafter, speedup) derives from it.
+
+The engine folds each Round it yields into a Tally and builds its Summary from it; the app
+and the benchmarks fold the same events (live or replayed), or add Summaries of several runs,
+so all of them count the same way. Qt-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .events import DrafterTally, Round, Summary
+
+
+def expected_tokens_per_round(alpha: float, k: int) -> float:
+    """E[tokens per round] = (1 − α^(K+1)) / (1 − α) under i.i.d. acceptance (1 when K = 0)."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
+    """Walltime improvement (1 − α^(K+1)) / ((1 − α)(Kc + 1)), c = draft/target cost."""
+    return expected_tokens_per_round(alpha, k) / (k * cost_ratio + 1.0)
+
+
+@dataclass
+class _PerDrafter:
+    rounds: int = 0
+    drafted: int = 0
+    tested: int = 0
+    accepted: int = 0
+    draft_time_s: float = 0.0
+
+
+def _grow(counts: list[int], n: int) -> None:
+    if len(counts) < n:
+        counts.extend([0] * (n - len(counts)))
+
+
+@dataclass
+class Tally:
+    """Counts of one or more runs; O(1) per fold (O(K) per round)."""
+
+    tokens: int = 0
+    rounds: int = 0
+    drafted: int = 0
+    tested: int = 0
+    accepted: int = 0
+    target_calls: int = 0
+    draft_calls: int = 0
+    draft_time_s: float = 0.0
+    verify_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    forward_time_s: float = 0.0
+    exact: bool = True
+    reached: list[int] = field(default_factory=list)  # tested drafts at position i
+    kept: list[int] = field(default_factory=list)  # kept drafts at position i
+    rounds_by_k: list[int] = field(default_factory=list)
+    by_drafter: dict[str, _PerDrafter] = field(default_factory=dict)
+
+    def add_round(self, rnd: Round) -> None:
+        """Fold one Round event in (calls and elapsed time are running totals in the event)."""
+        self.rounds += 1
+        self.tokens += len(rnd.appended_ids)
+        self.drafted += rnd.k
+        self.accepted += rnd.n_accepted
+        self.draft_time_s += rnd.draft_time_s
+        self.verify_time_s += rnd.verify_time_s
+        self.exact = self.exact and rnd.exact
+        _grow(self.rounds_by_k, rnd.k + 1)
+        self.rounds_by_k[rnd.k] += 1
+        _grow(self.reached, len(rnd.drafted))
+        _grow(self.kept, len(rnd.drafted))
+        seen: set[str] = set()
+        for d in rnd.drafted:
+            who = self.by_drafter.setdefault(d.drafter, _PerDrafter())
+            if d.drafter not in seen:
+                seen.add(d.drafter)
+                who.rounds += 1
+            who.drafted += 1
+            if d.status == "discarded":
+                continue
+            self.tested += 1
+            self.reached[d.index] += 1
+            who.tested += 1
+            if d.status == "accepted":
+                self.kept[d.index] += 1
+                who.accepted += 1
+        if rnd.drafted:  # a round drafts with one drafter; its time goes to that one
+            self.by_drafter[rnd.drafted[0].drafter].draft_time_s += rnd.draft_time_s
+
+    def close(self, wall_time_s: float, target_calls: int, draft_calls: int,
+              forward_time_s: float = 0.0) -> None:
+        """Totals only the end of a run knows (the Rounds carry running values)."""
+        self.wall_time_s += wall_time_s
+        self.target_calls += target_calls
+        self.draft_calls += draft_calls
+        self.forward_time_s += forward_time_s
+
+    def add_summary(self, s: Summary) -> None:
+        """Add a whole run's Summary (runs add up: α of the sum is Σkept / Σtested)."""
+        self.tokens += s.tokens
+        self.rounds += s.rounds
+        self.drafted += s.drafted
+        self.tested += s.tested
+        self.accepted += s.accepted
+        self.target_calls += s.target_calls
+        self.draft_calls += s.draft_calls
+        self.draft_time_s += s.draft_time_s
+        self.verify_time_s += s.verify_time_s
+        self.wall_time_s += s.wall_time_s
+        self.forward_time_s += s.forward_time_s
+        self.exact = self.exact and s.exact
+        for counts, more in ((self.reached, s.reached_by_position),
+                             (self.kept, s.kept_by_position), (self.rounds_by_k, s.rounds_by_k)):
+            _grow(counts, len(more))
+            for i, n in enumerate(more):
+                counts[i] += n
+        for d in s.by_drafter:
+            who = self.by_drafter.setdefault(d.drafter, _PerDrafter())
+            who.rounds += d.rounds
+            who.drafted += d.drafted
+            who.tested += d.tested
+            who.accepted += d.accepted
+            who.draft_time_s += d.draft_time_s
+
+    @classmethod
+    def of(cls, summaries: list[Summary]) -> Tally:
+        """The tally of several runs."""
+        tally = cls()
+        for s in summaries:
+            tally.add_summary(s)
+        return tally
+
+    # Figures, all derived from the counts above.
+
+    @property
+    def alpha(self) -> float:
+        """P(draft kept | tested): the maximum-likelihood α of Leviathan et al."""
+        return self.accepted / self.tested if self.tested else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / drafted (drafts after a rejection count, though never tested)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_tokens_per_round(self) -> float:
+        return self.tokens / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_time_s if self.wall_time_s > 0 else 0.0
+
+    @property
+    def overhead_share(self) -> float:
+        """Share of wall time spent outside model forward passes (the engine's own cost)."""
+        if self.wall_time_s <= 0:
+            return 0.0
+        return max(0.0, 1.0 - self.forward_time_s / self.wall_time_s)
+
+    def acceptance_by_position(self) -> list[float]:
+        """P(accepted | position reached), per draft position (0 where never reached)."""
+        return [k / r if r else 0.0 for k, r in zip(self.kept, self.reached, strict=True)]
+
+    def alpha_by_drafter(self) -> dict[str, float]:
+        return {name: d.accepted / d.tested if d.tested else 0.0
+                for name, d in self.by_drafter.items()}
+
+    def cost_ratio(self) -> float:
+        """c = time of one draft forward / time of one target pass (0 before any)."""
+        t_target = self.verify_time_s / self.target_calls if self.target_calls else 0.0
+        t_draft = self.draft_time_s / self.draft_calls if self.draft_calls else 0.0
+        return t_draft / t_target if t_target > 0 else 0.0
+
+    def mean_k(self) -> float:
+        """Drafts per round (K varies under the adaptive policies)."""
+        return self.drafted / self.rounds if self.rounds else 0.0
+
+    def expected_speedup(self, k: int | None = None) -> float:
+        """Leviathan et al.'s estimate from α, c and K (the mean K, rounded, by default)."""
+        if k is None:
+            k = round(self.mean_k())
+        return expected_speedup(self.alpha, k, self.cost_ratio())
+
+    def summary(self) -> Summary:
+        """A Summary with every count, so summaries of several runs add up again."""
+        return Summary(
+            tokens=self.tokens,
+            rounds=self.rounds,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            acceptance_rate=self.acceptance_rate,
+            mean_tokens_per_round=self.mean_tokens_per_round,
+            acceptance_by_position=tuple(self.acceptance_by_position()),
+            target_calls=self.target_calls,
+            draft_calls=self.draft_calls,
+            draft_time_s=self.draft_time_s,
+            verify_time_s=self.verify_time_s,
+            wall_time_s=self.wall_time_s,
+            tokens_per_s=self.tokens_per_s,
+            alpha=self.alpha,
+            tested=self.tested,
+            reached_by_position=tuple(self.reached),
+            kept_by_position=tuple(self.kept),
+            by_drafter=tuple(
+                DrafterTally(drafter=name, rounds=d.rounds, drafted=d.drafted, tested=d.tested,
+                             accepted=d.accepted, draft_time_s=d.draft_time_s)
+                for name, d in sorted(self.by_drafter.items())),
+            rounds_by_k=tuple(self.rounds_by_k),
+            forward_time_s=self.forward_time_s,
+            exact=self.exact,
+        )

@@ -1,0 +1,200 @@
+"""Drafters: prompt lookup's matching rules, the hybrid's choice, the model drafter's rollback.
+
+Each rule is checked against a brute-force reference on many random sequences, and the same
+checks run on deliberately wrong lookups (transformers' oldest-match rule, shortest n first,
+off-by-one copy) to show they would be caught.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+import torch
+
+from specviz.core.drafters import HybridDrafter, LookupDrafter, ModelDrafter, Plan
+from specviz.core.rng import TorchRandom
+from specviz.core.sampling import logits_to_probs
+from tests.tiny import tiny_llama
+
+V = 20
+
+
+def reference(context: Sequence[int], n_min: int, n_max: int, k: int) -> tuple[int, list[int]]:
+    """The spec, by brute force: longest n first, then the most recent earlier occurrence."""
+    length = len(context)
+    for n in range(min(n_max, length - 1), n_min - 1, -1):
+        suffix = list(context[length - n:])
+        for i in range(length - n - 1, -1, -1):  # starts whose n-gram has a token after it
+            if list(context[i:i + n]) == suffix:
+                return n, list(context[i + n:i + n + k])
+    return 0, []
+
+
+class OldestMatchLookup(LookupDrafter):
+    """Broken: the first occurrence from the left (transformers' PromptLookupCandidateGenerator)."""
+
+    def find(self, context: Sequence[int]) -> tuple[int, int]:
+        length = len(context)
+        for n in range(min(self.ngram_max, length - 1), self.ngram_min - 1, -1):
+            suffix = list(context[length - n:])
+            for i in range(0, length - n):
+                if list(context[i:i + n]) == suffix:
+                    return n, i + n
+        return 0, -1
+
+
+class ShortestFirstLookup(LookupDrafter):
+    """Broken: tries n from ngram_min up, so a 1-token match hides a longer one."""
+
+    def find(self, context: Sequence[int]) -> tuple[int, int]:
+        length = len(context)
+        for n in range(self.ngram_min, min(self.ngram_max, length - 1) + 1):
+            suffix = list(context[length - n:])
+            for i in range(length - n - 1, -1, -1):
+                if list(context[i:i + n]) == suffix:
+                    return n, i + n
+        return 0, -1
+
+
+class OffByOneLookup(LookupDrafter):
+    """Broken: copies from the last token of the match, not from what follows it."""
+
+    def find(self, context: Sequence[int]) -> tuple[int, int]:
+        n, start = super().find(context)
+        return (n, start - 1) if n else (n, start)
+
+
+def lookup_errors(cls: type[LookupDrafter], trials: int = 300) -> list[str]:
+    """Differences from the reference over growing random contexts (small alphabet: repeats)."""
+    rng = random.Random(0)
+    errors: list[str] = []
+    for trial in range(trials):
+        n_min = rng.randint(1, 2)
+        n_max = rng.randint(n_min, 4)
+        k = rng.randint(1, 6)
+        drafter = cls(V, n_min, n_max)
+        context = [rng.randrange(4) for _ in range(rng.randint(2, 8))]
+        for _ in range(6):  # the index grows with the context, as in a run
+            n_ref, ref = reference(context, n_min, n_max, k)
+            plan = drafter.plan(context)
+            got = list(drafter.propose(context, k, TorchRandom(0)).tokens)
+            if (plan.match, got) != (n_ref, ref):
+                errors.append(f"trial {trial}: {context} n {n_min}-{n_max} k {k}: "
+                              f"got {plan.match} {got}, want {n_ref} {ref}")
+            drafter.update(len(got))
+            context += [rng.randrange(4) for _ in range(rng.randint(1, 3))]
+    return errors
+
+
+@pytest.mark.parametrize(("cls", "correct"), [
+    (LookupDrafter, True),
+    (OldestMatchLookup, False),
+    (ShortestFirstLookup, False),
+    (OffByOneLookup, False),
+])
+def test_lookup_matches_brute_force_reference(cls: type[LookupDrafter], correct: bool) -> None:
+    errors = lookup_errors(cls)
+    assert (not errors) == correct, errors[:3] or f"{cls.__name__} was not caught"
+
+
+def test_longest_match_wins() -> None:
+    # "1 2" occurs at 0 (then 7); "2" alone occurs later at 4 (then 9). n = 2 wins.
+    context = [1, 2, 7, 3, 2, 9, 5, 1, 2]
+    d = LookupDrafter(V, 1, 3)
+    plan = d.plan(context)
+    assert plan == Plan("lookup", "lookup:2", 7, 2)
+    assert d.propose(context, 2, TorchRandom(0)).tokens == (7, 3)
+
+
+def test_most_recent_match_wins() -> None:
+    context = [4, 5, 1, 4, 6, 2, 4]  # "4" is followed by 5, then by 6: copy the later one
+    d = LookupDrafter(V, 1, 2)
+    assert d.propose(context, 3, TorchRandom(0)).tokens == (6, 2, 4)
+
+
+def test_no_match_proposes_nothing() -> None:
+    d = LookupDrafter(V, 2, 3)
+    context = [1, 2, 3, 4, 1]  # "4 1" never occurred before; 1-grams are below ngram_min
+    plan = d.plan(context)
+    assert plan.available == 0 and plan.match == 0
+    proposal = d.propose(context, 4, TorchRandom(0))
+    assert proposal.tokens == () and proposal.q_rows.shape == (0, V)
+
+
+def test_budget_and_end_of_context_bound_the_proposal() -> None:
+    context = [1, 2, 3, 4, 5, 6, 1, 2]
+    d = LookupDrafter(V, 1, 2)
+    assert d.plan(context).available == 6  # 3 4 5 6 1 2 follow the earlier "1 2"
+    assert d.propose(context, 3, TorchRandom(0)).tokens == (3, 4, 5)  # k = 3 of 6
+    # A match near the end: only what exists after it can be copied.
+    short = [7, 8, 9, 7]
+    assert d.propose(short, 10, TorchRandom(0)).tokens == (8, 9, 7)
+
+
+def test_lookup_q_is_one_hot_on_the_proposal() -> None:
+    d = LookupDrafter(V, 1, 2)
+    proposal = d.propose([1, 2, 3, 1], 2, TorchRandom(0))
+    assert proposal.tokens == (2, 3)
+    assert proposal.q_rows.shape == (2, V)
+    assert proposal.q_rows.sum(-1).tolist() == [1.0, 1.0]
+    assert proposal.q_rows[0, 2] == 1.0 and proposal.q_rows[1, 3] == 1.0
+
+
+def test_a_new_run_rebuilds_the_index() -> None:
+    d = LookupDrafter(V, 1, 1)
+    assert d.propose([1, 2, 1], 1, TorchRandom(0)).tokens == (2,)
+    assert d.propose([5, 3, 1, 9, 1], 1, TorchRandom(0)).tokens == (9,)  # not 2 from before
+
+
+def _model_drafter(greedy: bool = True) -> ModelDrafter:
+    model = tiny_llama(V, seed=3, sharpness=3.0)
+    return ModelDrafter(model, V, lambda logits: logits_to_probs(logits, 0.0 if greedy else 1.0),
+                        greedy)
+
+
+def test_model_drafter_rolls_back_to_the_kept_prefix() -> None:
+    d = _model_drafter()
+    context = [0, 3, 4]
+    proposal = d.propose(context, 4, TorchRandom(0))
+    assert len(proposal.tokens) == 4 and proposal.q_rows.shape == (4, V)
+    assert d.lm.ids == context + list(proposal.tokens[:3])  # x_K is never fed
+    d.update(1)
+    assert d.lm.ids == context + list(proposal.tokens[:1])
+    # Greedy q rows are one-hot on the argmax, which is the drafted token.
+    assert all(int(row.argmax()) == x for row, x in zip(proposal.q_rows, proposal.tokens,
+                                                        strict=True))
+
+
+@pytest.mark.parametrize(("min_match", "expect"), [(2, "lookup"), (3, "model")])
+def test_hybrid_uses_lookup_only_on_a_long_enough_match(min_match: int, expect: str) -> None:
+    d = HybridDrafter(_model_drafter(), LookupDrafter(V, 1, 3), min_match=min_match)
+    context = [5, 6, 7, 1, 5, 6]  # "5 6" matched over 2 tokens
+    plan = d.plan(context)
+    assert plan.source == expect
+    proposal = d.propose(context, 2, TorchRandom(0))
+    assert proposal.source == expect
+    if expect == "lookup":
+        assert proposal.tokens == (7, 1) and d.model.lm.ids == []  # the model did not run
+    d.update(1)
+
+
+def test_hybrid_model_cache_catches_up_after_lookup_rounds() -> None:
+    d = HybridDrafter(_model_drafter(), LookupDrafter(V, 1, 3), min_match=2)
+    context = [9, 8]
+    d.plan(context)
+    first = d.propose(context, 2, TorchRandom(0))
+    assert first.source == "model"
+    d.update(0)
+    context = [9, 8, 3, 9, 8]  # now "9 8" repeats: lookup drafts, the model idles
+    assert d.plan(context).source == "lookup"
+    d.propose(context, 2, TorchRandom(0))
+    d.update(2)
+    context = context + [3, 1, 2, 4]  # nothing matches "2 4": the model drafts again
+    assert d.plan(context).source == "model"
+    again = d.propose(context, 2, TorchRandom(0))
+    assert d.model.lm.ids == context + [again.tokens[0]]
+    with torch.no_grad():
+        full = d.model.lm.model(torch.tensor([context])).logits[0, -1]
+    assert int(full.argmax()) == again.tokens[0]
