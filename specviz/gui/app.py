@@ -155,12 +155,12 @@ class MainWindow(QMainWindow):
         self.cancel_button.setDefaultAction(self.cancel_action)
         self.cancel_button.setText("✕ Cancel")
         self.cancel_button.hide()
-        self.statusBar().addWidget(self.cancel_button)
         self.state_label = QLabel()
         f = self.state_label.font()
         f.setBold(True)
         self.state_label.setFont(f)
         self.statusBar().addWidget(self.busy)
+        self.statusBar().addWidget(self.cancel_button)
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.state_label)
 
@@ -293,9 +293,10 @@ class MainWindow(QMainWindow):
         if not self.controller.loading:
             self.busy.hide()
         self.status_label.setText(f"Error: {failure.message}")
-        if self.run_view.record.started is None:
-            self.run_view.info.setText("Nothing loaded: fix the pair (or the setting) named "
-                                       "above, then press Load pair or Run.")
+        if self.run_view.record.started is None and self.controller.pair is None and \
+                failure.kind in ("load", "tokenizer", "oom"):
+            self.run_view.info.setText("Nothing loaded: fix the pair named above, then press "
+                                       "Load pair or Run.")
         self.run_view.apply(failure)
         self.run_view.flush()  # an error shows at once, even if the timer is busy
 
