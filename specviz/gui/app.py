@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     quit_after = trace_mode() == "quit"
 
     def on_shown() -> None:
-        trace("shown")
+        trace("shown", f"cpu={time.process_time():.3f}")
         if autoload:
             window.load_pair()  # the load thread imports torch and transformers now
             trace("loading")
@@ -417,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         window.controller.probe_availability()
 
     def on_ready(what: str) -> None:
-        trace(what)
+        trace(what, f"cpu={time.process_time():.3f}")
         if quit_after:
             window.close()
 
