@@ -14,7 +14,14 @@ from typing import IO, Any, NoReturn
 # Light imports only: torch and transformers load inside main(), where Ctrl+C is handled.
 from .core.errors import InputError, SpecvizError, one_line
 from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
-from .core.models import BUNDLED_TARGET, DEFAULT_PROMPT, PRESETS, default_draft, load_pair
+from .core.models import (
+    BUNDLED_TARGET,
+    DEFAULT_PROMPT,
+    PRESETS,
+    default_draft,
+    load_pair,
+    locate,
+)
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
 
@@ -193,6 +200,19 @@ class _Cli:
     def run(self) -> int:
         args = self.args
         settings = _settings(args)
+        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
+        target = target or BUNDLED_TARGET
+        no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
+        if not no_draft:
+            draft = draft or default_draft()
+            if draft is None:
+                return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
+                                 "input")
+        try:  # before torch is imported (seconds): a wrong name fails at once
+            found_target = locate(target)
+            found_draft = None if no_draft or draft is None else locate(draft)
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
         from .core.engine import (
             AutoregressiveDecoder,
             SpeculativeDecoder,
@@ -205,18 +225,10 @@ class _Cli:
             validate(settings, speculative=not args.baseline)
         except InputError as exc:
             return self.fail(str(exc), exc.kind)
-        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
-        target = target or BUNDLED_TARGET
-        if not args.baseline and args.drafter != "lookup":
-            draft = draft or default_draft()
-            if draft is None:
-                return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
-                                 "input")
         progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
         _quiet_transformers()
         try:
-            no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
-            pair = load_pair(None if no_draft else draft, target, args.device, args.dtype,
+            pair = load_pair(found_draft, found_target, args.device, args.dtype,
                              progress=progress, device_map=args.device_map)
         except SpecvizError as exc:
             return self.fail(str(exc), exc.kind)
@@ -249,12 +261,11 @@ class _Cli:
 
 
 def _quiet_transformers() -> None:
-    """Our own "# Loading…" lines say what happens; transformers' bars and warnings would
-    put more lines on stderr (and around an error) than the one the user needs."""
+    """Our own "# Loading…" lines say what happens; transformers' "Loading weights" bar would
+    only add lines to stderr. Its warnings (weights not initialised ...) stay: they matter."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def main(argv: list[str] | None = None) -> int:

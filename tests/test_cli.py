@@ -1,15 +1,25 @@
-"""specviz-cli end to end on the bundled SmolLM2 weights (no network)."""
+"""specviz-cli end to end: the bundled SmolLM2 weights; tiny models saved to tmp_path for
+failures, Ctrl+C and --device-map (no network)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from specviz.cli import main
+from specviz.core import engine
+from specviz.core.models import VOCAB_MAP_FILE
+from tests.tiny import tiny_llama, word_tokenizer
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
@@ -66,16 +76,6 @@ def test_cli_unknown_model_is_a_json_error(capsys: pytest.CaptureFixture[str],
 
 # --- failures on tiny models saved to tmp_path: one line, a JSON error event, no traceback ----
 
-import os  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from specviz.core import engine  # noqa: E402
-from specviz.core.models import VOCAB_MAP_FILE  # noqa: E402
-from tests.tiny import tiny_llama, word_tokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,13 +225,15 @@ def test_a_second_ctrl_c_or_one_while_loading_ends_with_a_stopped_event(
 
 
 # Broken variant: main() without its last `except Exception` lets this escape as a traceback.
-def test_an_unexpected_error_is_still_one_line(capsys: pytest.CaptureFixture[str],
+def test_an_unexpected_error_is_still_one_line(tiny_models: tuple[Path, Path],
+                                               capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_load(*a: Any, **kw: Any) -> None:
         raise RuntimeError("something deep\nbroke " + "x" * 5000)
 
     monkeypatch.setattr("specviz.cli.load_pair", broken_load)
-    assert main(["--json", "--draft", "d", "--target", "t"]) == 1
+    draft, target = map(str, tiny_models)
+    assert main(["--json", "--draft", draft, "--target", target]) == 1
     captured = capsys.readouterr()
     [event] = [json.loads(line) for line in captured.out.splitlines()]
     assert event["kind"] == "internal" and "RuntimeError: something deep broke" in event["message"]
@@ -263,3 +265,17 @@ def test_device_map_auto_decodes_the_same(tiny_models: tuple[Path, Path],
     assert spread[-1]["type"] == "run_finished"
     assert spread[-1]["generated_ids"] == plain[-1]["generated_ids"]
     assert len(plain[-1]["generated_ids"]) == 12
+
+
+# Broken variant: looking for the models after `from .core.engine import ...` (torch, several
+# seconds on a busy machine) or after loading the target: torch is in sys.modules at the error.
+def test_a_wrong_name_fails_before_torch_is_imported(tiny_models: tuple[Path, Path]) -> None:
+    code = ("import sys; from specviz.cli import main; "
+            "status = main(['--json', '--draft', 'does-not-exist-dir', '--target', sys.argv[1]]); "
+            "print(status, 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tiny_models[1])], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"})
+    *events, last = proc.stdout.splitlines()
+    assert last == "1 False", proc.stderr
+    assert [json.loads(e)["kind"] for e in events] == ["load"]

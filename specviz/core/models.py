@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from .errors import ModelLoadError, TokenizerMismatchError, one_line
 
 # Torch-free names, kept in presets.py so the window can import them before torch.
-from .presets import (  # noqa: F401 - re-exported: specviz.core.models.PRESETS etc.
-    BUNDLED_DRAFT,
-    BUNDLED_TARGET,
-    DEFAULT_PAIR,
-    DEFAULT_PROMPT,
-    PRESETS,
-)
+from .presets import BUNDLED_DRAFT as BUNDLED_DRAFT  # re-exported: models.PRESETS etc.
+from .presets import BUNDLED_TARGET as BUNDLED_TARGET
+from .presets import DEFAULT_PAIR as DEFAULT_PAIR
+from .presets import DEFAULT_PROMPT as DEFAULT_PROMPT
+from .presets import PRESETS as PRESETS
 
 if TYPE_CHECKING:  # torch is imported where it is used: PRESETS and availability() stay light
     import torch
@@ -245,7 +243,7 @@ _AVAILABILITY_ORDER: tuple[Availability, ...] = (
     "bundled", "local", "cached", "download", "missing")
 
 # Hub ids as huggingface_hub validates them: "name" or "org/name", letters, digits, - _ .
-_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$", re.ASCII)
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
 # Seconds the one request that asks the hub about an uncached id may take (no retries).
 HUB_PROBE_TIMEOUT_S = 5.0
@@ -278,7 +276,21 @@ def _looks_like_path(spec: str) -> bool:
 def is_hub_id(spec: str) -> bool:
     """A plausible hub id ("org/name" or a legacy "name"), not a path."""
     return (not _looks_like_path(spec) and _HUB_ID.match(spec) is not None
-            and ".." not in spec and not spec.endswith((".", "-")))
+            and ".." not in spec and "--" not in spec and not spec.endswith((".", "-")))
+
+
+def _on_disk(spec: str) -> Literal["dir", "file", "none"]:
+    """What ``spec`` names on disk; "none" also for names no file system accepts."""
+    try:
+        path = Path(spec).expanduser()
+        return "dir" if path.is_dir() else "file" if path.exists() else "none"
+    except (OSError, ValueError):  # name too long, NUL byte ...
+        return "none"
+
+
+def _shown(spec: str) -> str:
+    """``spec`` quoted for a message, cut if absurdly long."""
+    return repr(spec if len(spec) <= 120 else spec[:117] + "...")
 
 
 def cached_snapshot(repo_id: str) -> Path | None:
@@ -333,12 +345,12 @@ def availability(name: str) -> Availability:
     spec = MODEL_ALIASES.get(lowered, name.strip())
     if not spec:
         return "missing"
-    path = Path(spec).expanduser()
+    on_disk = _on_disk(spec)
     if spec.endswith(".gguf"):
-        return "local" if path.is_file() else "missing"
-    if path.is_dir():
+        return "local" if on_disk == "file" else "missing"
+    if on_disk == "dir":
         return "local"
-    if path.exists() or not is_hub_id(spec):
+    if on_disk == "file" or not is_hub_id(spec):
         return "missing"
     return "cached" if cached_snapshot(spec) is not None else "download"
 
@@ -356,9 +368,9 @@ def _not_found(spec: str, why: str) -> ModelLoadError:
     """The one message for a name that is no folder, not cached, and the hub cannot help."""
     folder = Path(spec).expanduser().absolute()
     return ModelLoadError(
-        f"Could not load {spec!r}: there is no model folder at {folder}, it is not in the local "
-        f"Hugging Face cache ({hub_cache_dir()}), and {why}. Check the name or the folder path; "
-        f"or, with a network connection, download it once with `hf download {spec}` "
+        f"Could not load {_shown(spec)}: there is no model folder at {folder}, it is not in the "
+        f"local Hugging Face cache ({hub_cache_dir()}), and {why}. Check the name or the folder "
+        f"path; or, with a network connection, download it once with `hf download {spec}` "
         f"(then it loads offline, also with HF_HUB_OFFLINE=1)."
     )
 
@@ -410,8 +422,49 @@ def probe_hub(repo_id: str) -> None:
         raise _not_found(repo_id, why) from exc
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model spec was found, before anything is loaded."""
+
+    spec: str  # after aliases
+    source: str  # what from_pretrained gets: a folder or a hub id
+    name: str
+    how: Literal["bundled", "gguf", "folder", "cached", "download"]
+
+
+def locate(spec: str | ModelSource) -> ModelSource:
+    """Find ``spec`` without loading it: fast, and one hub request at most (uncached ids).
+
+    Raises ModelLoadError for a missing path, and (see probe_hub) for a hub id that is not
+    cached when the hub cannot provide it.
+    """
+    if isinstance(spec, ModelSource):
+        return spec
+    if not spec.strip():
+        raise ModelLoadError("No model given: name a folder, a .gguf file, a hub id or an alias.")
+    spec = _alias(spec.strip())
+    if spec == BUNDLED_TARGET:
+        return ModelSource(spec, spec, BUNDLED_TARGET, "bundled")
+    on_disk, path = _on_disk(spec), Path(spec).expanduser()
+    if spec.endswith(".gguf"):
+        if on_disk != "file":
+            raise ModelLoadError(f"GGUF file not found: {_shown(spec)}")
+        return ModelSource(spec, str(path.parent), path.name, "gguf")
+    if on_disk == "dir":
+        return ModelSource(spec, str(path), path.name, "folder")
+    if on_disk == "file":
+        raise ModelLoadError(f"{_shown(spec)} is a file, not a model folder or a .gguf file.")
+    if not is_hub_id(spec):  # a path, not a hub id
+        raise ModelLoadError(f"No model folder or .gguf file at {_shown(spec)}, and it is not "
+                             f"a Hugging Face hub id (org/name) either.")
+    if cached_snapshot(spec) is not None:
+        return ModelSource(spec, spec, spec, "cached")
+    probe_hub(spec)  # fails in seconds when the hub cannot help
+    return ModelSource(spec, spec, spec, "download")
+
+
 def load_model(
-    spec: str,
+    spec: str | ModelSource,
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
@@ -425,44 +478,31 @@ def load_model(
     is spread over the GPUs, then CPU memory, then disk (under the specviz cache); ``max_memory``
     caps each device ({0: "20GiB", "cpu": "60GiB"}). None puts the whole model on ``device``.
     """
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    found = locate(spec)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
-    spec = _alias(spec)
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
-    source = spec
+    source, name = found.source, found.name
     try:
-        if spec == BUNDLED_TARGET:
-            folder = bundled_target_dir(progress)
+        if found.how == "bundled":
+            source = str(bundled_target_dir(progress))
             _say(progress, f"Loading bundled target {BUNDLED_GGUF}…")
-            source, name = str(folder), BUNDLED_TARGET
-        elif spec.endswith(".gguf"):
-            path = Path(spec).expanduser()
-            if not path.is_file():
-                raise ModelLoadError(f"GGUF file not found: {spec}")
-            _say(progress, f"Loading {path.name} (GGUF: dequantising, this takes a while)…")
-            kwargs["gguf_file"] = path.name
-            source, name = str(path.parent), path.name
-        elif Path(spec).expanduser().is_dir():
-            source, name = str(Path(spec).expanduser()), Path(spec).name
+        elif found.how == "gguf":
+            _say(progress, f"Loading {name} (GGUF: dequantising, this takes a while)…")
+            kwargs["gguf_file"] = name
+        elif found.how == "folder":
             _say(progress, f"Loading {name} from its folder…")
-        elif Path(spec).expanduser().exists():
-            raise ModelLoadError(f"{spec} is a file, not a model folder or a .gguf file.")
-        elif not is_hub_id(spec):  # a path, not a hub id
-            raise ModelLoadError(f"No model folder or .gguf file at {spec}.")
+        elif found.how == "cached":
+            # From the cache only: asking the hub about every optional file costs a minute of
+            # retries when it cannot be reached.
+            kwargs.update(cache_dir=str(hub_cache_dir()), local_files_only=True)
+            _say(progress, f"Loading {name} from the Hugging Face cache…")
         else:
-            source, name = spec, spec
             kwargs["cache_dir"] = str(hub_cache_dir())
-            if cached_snapshot(spec) is not None:
-                # From the cache only: asking the hub for every optional file costs a minute
-                # of retries when it cannot be reached.
-                kwargs["local_files_only"] = True
-                _say(progress, f"Loading {spec} from the Hugging Face cache…")
-            else:
-                probe_hub(spec)  # fails in seconds when the hub cannot help
-                _say(progress, f"Downloading {spec} from the Hugging Face hub (once)…")
+            _say(progress, f"Downloading {name} from the Hugging Face hub (once)…")
         tok_kwargs = {k: v for k, v in kwargs.items()
                       if k in ("gguf_file", "cache_dir", "local_files_only")}
         tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
@@ -473,15 +513,18 @@ def load_model(
                 kwargs["max_memory"] = max_memory
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
         if device_map is None:
-            model = model.to(dev)
-        model = model.eval()
+            model = model.to(dev)  # type: ignore[arg-type]
+        model.eval()  # type: ignore[no-untyped-call]
     except ModelLoadError:
         raise
     except torch.OutOfMemoryError as exc:
-        raise ModelLoadError(f"Out of memory while loading {spec}: {one_line(str(exc))}") from exc
+        raise ModelLoadError(f"Out of memory while loading {found.spec}: "
+                             f"{one_line(str(exc))}") from exc
     except Exception as exc:  # noqa: BLE001 - any broken file must end as one readable line
-        raise ModelLoadError(_load_message(spec, source, exc)) from exc
-    vocab_map, oov = _read_vocab_map(source)
+        raise ModelLoadError(_load_message(found.spec, source, exc)) from exc
+    # A hub id's files live in its cache snapshot, not under a folder named like the id.
+    folder = cached_snapshot(found.spec) if found.how in ("cached", "download") else source
+    vocab_map, oov = _read_vocab_map(str(folder)) if folder is not None else (None, 0)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov)
 
 
@@ -580,8 +623,8 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> None:
 
 
 def load_pair(
-    draft: str | None,
-    target: str,
+    draft: str | ModelSource | None,
+    target: str | ModelSource,
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
@@ -594,12 +637,15 @@ def load_pair(
     ``device_map`` / ``max_memory`` place the target with accelerate (see load_model); the draft
     then goes whole onto the target's first compute device, where the two are compared.
     """
-    t = load_model(target, device, dtype, progress, device_map=device_map,
+    # Both found first: a wrong draft name fails in seconds, not after the target has loaded.
+    found_target = locate(target)
+    found_draft = locate(draft) if draft is not None else None
+    t = load_model(found_target, device, dtype, progress, device_map=device_map,
                    max_memory=max_memory)
-    if draft is None:
+    if found_draft is None:
         return ModelPair(target=t.model, tokenizer=t.tokenizer, target_name=t.name)
     draft_device = device if device_map is None else str(model_device(t.model))
-    d = load_model(draft, draft_device, dtype, progress)
+    d = load_model(found_draft, draft_device, dtype, progress)
     check_tokenizers(t, d)
     check_vocab_map(t, d)
     _say(progress, "Models ready.")

@@ -350,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="target model p: alias, hub id, folder or .gguf")
     p.add_argument("--device", choices=DEVICES, help="where the models run")
     p.add_argument("--prompt", help="the prompt to start with")
-    p.add_argument("--replay", metavar="JSONL", help="replay a recording (specviz-cli --json)")
+    p.add_argument("--replay", metavar="JSONL", help="replay a recording (specviz-cli --json); "
+                   "- reads standard input as it arrives: … | specviz --replay -")
     p.add_argument("--no-load", action="store_true", help="don't load the pair at launch")
     return p
 

@@ -157,7 +157,7 @@ class RunView(QWidget):
             top, main = self.splitters
             top.setSizes([60 * top.width() // 100, 40 * top.width() // 100])
             # The round's panels get what the text and plots can spare (one row at least).
-            upper = max(top.minimumSizeHint().height(), 45 * main.height() // 100)
+            upper = max(top.minimumSizeHint().height(), 42 * main.height() // 100)
             main.setSizes([upper, main.height() - upper])
 
     # -- the one entry point --------------------------------------------------------------
@@ -211,7 +211,8 @@ class RunView(QWidget):
         """A clear message above the views; what was generated stays on screen."""
         title = {"oom": "Out of memory", "load": "Could not load the models",
                  "tokenizer": "Incompatible tokenizers", "input": "Check the settings",
-                 "decoder": "The decoder failed"}.get(kind, "Error")
+                 "decoder": "The decoder failed", "recording": "Could not read the recording",
+                 "stopped": "Stopped"}.get(kind, "Error")
         # Capped and breakable: a 20,000-character line once made the window 237,013 px wide.
         shown = breakable(escape(capped(message, BANNER_CHARS)))
         self.banner.setText(f"<b>{title}.</b> {shown}")

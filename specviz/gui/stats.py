@@ -24,7 +24,7 @@ configure_plots()
 
 
 ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
-ACCEPTANCE_MIN_WIDTH = 400  # px: two plots side by side, their titles on one line
+ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
 
 
 def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
@@ -60,14 +60,13 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground("w")
-        self.setMinimumSize(ACCEPTANCE_MIN_WIDTH, ACCEPTANCE_MIN_HEIGHT)
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
         # Titles say what the axes are: axis captions would take rows the plots need.
         _style_plot(self.rate_plot, font,
-                    f"Accepted ÷ drafted by round: <span style='color:{BLUE}'>━ total</span>"
-                    f" <span style='color:{SKY_BLUE}'>● round</span>")
+                    f"Kept ÷ drafted: <span style='color:{BLUE}'>━ total</span>"
+                    f" <span style='color:{SKY_BLUE}'>● per round</span>")
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
             [], [], pen=None, symbol="o", symbolSize=7, symbolBrush=SKY_BLUE,
@@ -80,7 +79,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.rate_plot.addItem(self.selected_line)
 
         self.hist_plot = self.addPlot(row=1, col=0)
-        _style_plot(self.hist_plot, font, "Rounds by # accepted ◆ i.i.d.")
+        _style_plot(self.hist_plot, font, "Rounds by # kept ◆ i.i.d.")
         for item in list(self.hist_plot.items):  # counts, not shares: no 0.5 / 1 lines
             if isinstance(item, pg.InfiniteLine):
                 self.hist_plot.removeItem(item)
@@ -93,7 +92,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             symbolPen=pg.mkPen("k"))
 
         self.pos_plot = self.addPlot(row=1, col=1)
-        _style_plot(self.pos_plot, font, "Accepted by position")
+        _style_plot(self.pos_plot, font, "Kept by position")
         self.pos_bars = pg.BarGraphItem(x=[], height=[], width=0.75, brush=SKY_BLUE,
                                         pen=pg.mkPen(BLUE, width=1))
         self.pos_plot.addItem(self.pos_bars)
@@ -165,6 +164,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         started = record.started
         self._set_k(max(k, started.settings.k if started is not None else 0))
         self._set_count_axis(max([*hist, *expected, 1]))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
+        need = self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+        return QSize(max(ACCEPTANCE_MIN_WIDTH, int(need.width()) + 4),
+                     max(ACCEPTANCE_MIN_HEIGHT, int(need.height()) + 4))
 
     @staticmethod
     def expected_histogram(alpha: float, k: int, rounds: int) -> list[float]:
@@ -243,6 +248,8 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.values[key], row, col)
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
+        # Narrow: the numbers take two rows, and the formula stays in the tooltips.
+        self.formula.setVisible(columns == 6)
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())

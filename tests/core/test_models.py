@@ -1,13 +1,29 @@
-"""Loading models and pairs: folders, clear errors, the tokenizer check."""
+"""Loading models and pairs: folders, the hub cache, failing fast, damaged files, device_map."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx2
 import pytest
+import torch
 
+from specviz.core import models
+from specviz.core.engine import SpeculativeDecoder
 from specviz.core.errors import ModelLoadError, TokenizerMismatchError
-from specviz.core.models import LoadedModel, check_tokenizers, load_model, load_pair
+from specviz.core.events import RunFinished, Settings
+from specviz.core.models import (
+    LoadedModel,
+    availability,
+    check_tokenizers,
+    load_model,
+    load_pair,
+    preset_availability,
+)
 from tests.tiny import byte_tokenizer, tiny_llama, word_tokenizer
 
 
@@ -68,16 +84,6 @@ def test_load_pair_refuses_mismatched_folders(tmp_path: Path) -> None:
 
 # --- availability(): checked against a real (fake) Hugging Face cache in tmp_path ------------
 
-import json  # noqa: E402
-import os  # noqa: E402
-
-import httpx2  # noqa: E402
-import torch  # noqa: E402
-
-from specviz.core import models  # noqa: E402
-from specviz.core.engine import SpeculativeDecoder  # noqa: E402
-from specviz.core.events import RunFinished, Settings  # noqa: E402
-from specviz.core.models import availability, preset_availability  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -143,6 +149,7 @@ def test_availability_is_read_from_the_hub_cache(hub_cache: Path, tmp_path: Path
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     tok = word_tokenizer()
     folder = save_tiny(tmp_path / "tiny", tok, 2)
+    net = Network(monkeypatch)  # availability() never asks the hub
     assert availability("specviz-test/tiny") == "download"
     snapshot = fake_hub_cache(hub_cache, "specviz-test/tiny", files_from=folder)
     assert availability("specviz-test/tiny") == "cached"
@@ -173,11 +180,37 @@ def test_availability_is_read_from_the_hub_cache(hub_cache: Path, tmp_path: Path
     assert availability("does-not-exist-dir") == "download"  # could be a legacy hub id
     assert availability("gpt2") == "download"  # alias of openai-community/gpt2, not cached here
     assert availability(models.BUNDLED_DRAFT) == "bundled"
+    # Names no file system takes are "missing", not an OSError (they reach the app's combo box).
+    for odd in ("x" * 5000, "a\x00b", "", "   ", "org--x/y", "ünï/côde"):
+        assert availability(odd) == "missing", odd[:20]
+    assert net.requests == []
+
+
+# Broken variant: `import torch` back at the top of models.py (the app's preset list and
+# the CLI's name check would wait seconds for it): the subprocess prints True.
+def test_availability_needs_no_torch() -> None:
+    code = ("import sys; from specviz.core.models import preset_availability; "
+            "marks = preset_availability(); print(sorted(set(marks.values())), "
+            "'torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.stdout.strip().endswith("False"), proc.stdout + proc.stderr
+    assert "'bundled'" in proc.stdout
+
+
+def test_empty_and_absurd_names_are_one_short_message() -> None:
+    with pytest.raises(ModelLoadError, match="No model given"):
+        load_model("  ", device="cpu")  # not the current folder
+    with pytest.raises(ModelLoadError, match="not a Hugging Face hub id") as err:
+        load_model("y" * 5000, device="cpu")
+    assert len(str(err.value)) < 300
 
 
 def test_preset_availability_is_the_worse_of_the_two(hub_cache: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_hub_cache(hub_cache, "org/cached", files_from=save_tiny(tmp_path / "m", word_tokenizer(), 1))
+    model = save_tiny(tmp_path / "m", word_tokenizer(), 1)
+    fake_hub_cache(hub_cache, "org/cached", files_from=model)
     monkeypatch.setattr(models, "PRESETS", {
         "offline": (models.BUNDLED_DRAFT, models.BUNDLED_DRAFT),
         "cached": (models.BUNDLED_DRAFT, "org/cached"),
@@ -233,6 +266,29 @@ def test_hub_answers_are_told_apart(hub_cache: Path, monkeypatch: pytest.MonkeyP
     assert len(net.requests) == 1  # a 500 is not retried either
 
 
+# Broken variant: load_pair loading the target before looking for the draft (the old order)
+# spends the target's whole load before this error: from_pretrained is called once.
+def test_a_wrong_draft_fails_before_the_target_loads(hub_cache: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = save_tiny(tmp_path / "t", word_tokenizer(), 2)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loads: list[str] = []
+
+    def no_load(source: str, *a: object, **kw: object) -> None:
+        loads.append(source)
+        raise AssertionError("loaded weights")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_load)
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", no_load)
+    with pytest.raises(ModelLoadError, match="does-not-exist-dir"):
+        load_pair("does-not-exist-dir", str(target), device="cpu")
+    with pytest.raises(ModelLoadError, match="No model folder or .gguf file at './gone'"):
+        load_pair("./gone", str(target), device="cpu")
+    assert loads == []
+
+
 # Broken variant: loading a cached id without local_files_only=True makes transformers ask the
 # hub about every file first (requests recorded, and retries that no_sleep turns into errors).
 def test_cached_hub_id_loads_without_the_network(hub_cache: Path, tmp_path: Path,
@@ -245,6 +301,21 @@ def test_cached_hub_id_loads_without_the_network(hub_cache: Path, tmp_path: Path
     assert net.requests == []
     assert loaded.name == "specviz-test/tiny" and loaded.model.config.vocab_size == len(tok)
     assert said == ["Loading specviz-test/tiny from the Hugging Face cache…"]
+    assert loaded.vocab_map is None
+
+
+def test_a_cached_drafts_vocab_map_is_read_from_its_snapshot(hub_cache: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    snapshot = fake_hub_cache(hub_cache, "specviz-test/tiny",
+                              files_from=save_tiny(tmp_path / "m", word_tokenizer(), 2))
+    (snapshot / models.VOCAB_MAP_FILE).write_text('{"target_ids": [0, 1], "oov_draft_id": 1}')
+    # Broken variant (the old code): the map was looked for in ./specviz-test/tiny/, so a
+    # reduced-vocabulary draft from the hub loaded without it (vocab_map None).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = load_model("specviz-test/tiny", device="cpu")
+    assert loaded.vocab_map is not None and loaded.vocab_map.tolist() == [0, 1]
+    assert loaded.oov_id == 1
 
 
 # --- damaged files: one readable ModelLoadError, for the CLI and the app alike ---------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -66,11 +67,12 @@ def test_top_p_ties_keep_lower_ids_first() -> None:
 def transformers_probs(logits: torch.Tensor, temperature: float, top_k: int,
                        top_p: float) -> torch.Tensor:
     """transformers' own warpers in generate()'s order: temperature -> top-k -> top-p."""
-    scores = TemperatureLogitsWarper(temperature)(None, logits[None].clone())  # type: ignore[arg-type]
+    no_ids: Any = None  # the warpers ignore input_ids
+    scores = TemperatureLogitsWarper(temperature)(no_ids, logits[None].clone())
     if top_k:
-        scores = TopKLogitsWarper(top_k, min_tokens_to_keep=1)(None, scores)  # type: ignore[arg-type]
+        scores = TopKLogitsWarper(top_k, min_tokens_to_keep=1)(no_ids, scores)
     if top_p < 1.0:
-        scores = TopPLogitsWarper(top_p, min_tokens_to_keep=1)(None, scores)  # type: ignore[arg-type]
+        scores = TopPLogitsWarper(top_p, min_tokens_to_keep=1)(no_ids, scores)
     return scores.softmax(-1)[0]
 
 
@@ -116,7 +118,8 @@ MUTANTS: dict[str, tuple[TEST, str, list[tuple[str, str]]]] = {
     "greedy is a softmax": (test_temperature_zero_is_one_hot_argmax, L2P,
                             [("if temperature == 0:", "if False:")]),
     "temperature multiplies": (test_temperature_scales_softmax, L2P,
-                               [("logits = logits / temperature", "logits = logits * temperature")]),
+                               [("logits = logits / temperature",
+                                 "logits = logits * temperature")]),
     "top-k drops the k-th": (test_top_k_keeps_exactly_k, L2P,
                              [("logits < kth", "logits <= kth")]),
     "top-p counts the token itself": (test_top_p_keeps_smallest_prefix_reaching_p, L2P,
