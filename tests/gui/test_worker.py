@@ -200,7 +200,8 @@ def test_memory_is_collected_on_the_gui_thread_only(qtbot, monkeypatch) -> None:
 
     controller = worker_mod.DecodeController(loader=lambda *a, **k: None)
     threads: list[threading.Thread] = []
-    monkeypatch.setattr(worker_mod.gc, "collect", lambda: threads.append(threading.current_thread()))
+    monkeypatch.setattr(worker_mod.gc, "collect",
+                        lambda: threads.append(threading.current_thread()))
     asker = threading.Thread(target=worker_mod._free_memory)
     asker.start()
     asker.join()
