@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
-from typing import IO, NoReturn
+from types import FrameType
+from typing import IO, Any, NoReturn
 
-from .core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt, guarded, validate
-from .core.errors import InputError, SpecvizError
+# Light imports only: torch and transformers load inside main(), where Ctrl+C is handled.
+from .core.errors import InputError, SpecvizError, one_line
 from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
-from .core.models import BUNDLED_TARGET, DEFAULT_PROMPT, PRESETS, default_draft, load_pair
+from .core.models import (
+    BUNDLED_TARGET,
+    DEFAULT_PROMPT,
+    PRESETS,
+    default_draft,
+    load_pair,
+    locate,
+)
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
 
 # ANSI styles, told apart by more than hue (strike-through, underline, bold) for
 # colour-blind readers and monochrome terminals.
@@ -52,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"target model: alias, hub id, folder or .gguf (default: {BUNDLED_TARGET})")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"])
+    p.add_argument("--device-map", default=None,
+                   choices=["auto", "balanced", "balanced_low_0", "sequential"],
+                   help="spread a target too big for one device over the GPUs, then CPU memory, "
+                   "then disk (accelerate's big-model dispatch); the draft runs on the first GPU")
     p.add_argument("--drafter", default="model", choices=["model", "lookup", "hybrid"],
                    help="who drafts: the draft model, prompt lookup (copies earlier text; "
                    "needs no draft model), or lookup on a long enough match and the model else")
@@ -78,7 +94,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                     k_policy=args.k_policy, lenience=args.lenience)
 
 
-def _render(events: Iterator[Event], out: IO[str], color: bool) -> int:
+def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) -> int:
     """Human output: the text as it grows, each token styled by its fate, then a summary."""
     status = 0
     for event in events:
@@ -114,7 +130,8 @@ def _render(events: Iterator[Event], out: IO[str], color: bool) -> int:
                 out.write("# NOT EXACT: lenience < 1 kept drafts the target would have "
                           "rejected; this text does not follow the target's distribution\n")
         elif isinstance(event, RunFailed):
-            out.write(f"\nspecviz-cli: error: {event.message}\n")
+            out.write("\n")
+            err.write(f"specviz-cli: error: {one_line(event.message)}\n")
             status = 1
         out.flush()
     return status
@@ -136,50 +153,140 @@ def _round_text(event: Round, color: bool) -> str:
     return "".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out = sys.stdout
-    settings = _settings(args)
+class _Interrupt:
+    """SIGINT: the first Ctrl+C during a run stops it after the round in flight (the run ends
+    with stop_reason "stopped" and its summary); any other raises KeyboardInterrupt."""
 
-    def fail(message: str, kind: str) -> int:
-        if args.json:
-            print(to_json(RunFailed(message=message, kind=kind)), file=out)
-        else:
-            print(f"specviz-cli: error: {message}", file=sys.stderr)
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.running = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.running and not self.stop.is_set():
+            self.stop.set()
+            return
+        raise KeyboardInterrupt
+
+
+class _Cli:
+    """One invocation: where output goes, and whether the run's final event is out yet."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: IO[str] = sys.stdout
+        self.ended = False  # a run_finished or error event has been written
+        self.interrupt = _Interrupt()
+
+    def emit(self, event: Event) -> None:
+        # One write per line: an interrupt cannot leave half a JSON object behind.
+        self.out.write(to_json(event) + "\n")
+        self.out.flush()
+        self.ended = self.ended or isinstance(event, (RunFinished, RunFailed))
+
+    def fail(self, message: str, kind: str) -> int:
+        """Every failure: one line on stderr and, with --json, an error event on stdout."""
+        message = one_line(message)
+        if self.args.json and not self.ended:
+            self.emit(RunFailed(message=message, kind=kind))
+        print(f"specviz-cli: error: {message}", file=sys.stderr, flush=True)
         return 1
 
-    try:
-        validate(settings, speculative=not args.baseline)
-    except InputError as exc:
-        return fail(str(exc), exc.kind)
-    draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
-    target = target or BUNDLED_TARGET
-    if not args.baseline and args.drafter != "lookup":
-        draft = draft or default_draft()
-        if draft is None:
-            return fail("No draft model: pass --draft (alias, hub id, folder or .gguf).", "input")
-    progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
-    try:
-        no_draft = args.baseline or args.drafter == "lookup"
-        pair = load_pair(None if no_draft else draft, target, args.device, args.dtype,
-                         progress=progress)
-    except SpecvizError as exc:
-        return fail(str(exc), exc.kind)
-    prompt = chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt else args.prompt
-    try:
-        decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
-                   else SpeculativeDecoder(pair, settings))
-    except SpecvizError as exc:
-        return fail(str(exc), exc.kind)
-    events = guarded(decoder.run(prompt))
-    if args.json:
-        status = 0
-        for event in events:
-            print(to_json(event), file=out, flush=True)
-            status = 1 if isinstance(event, RunFailed) else status
+    def interrupted(self) -> int:
+        if self.args.json and not self.ended:
+            self.emit(RunFailed(message="Stopped by Ctrl+C.", kind="stopped"))
+        print("specviz-cli: stopped by Ctrl+C", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+    def run(self) -> int:
+        args = self.args
+        settings = _settings(args)
+        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
+        target = target or BUNDLED_TARGET
+        no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
+        if not no_draft:
+            draft = draft or default_draft()
+            if draft is None:
+                return self.fail("No draft model: pass --draft (alias, hub id, folder or .gguf).",
+                                 "input")
+        try:  # before torch is imported (seconds): a wrong name fails at once
+            found_target = locate(target)
+            found_draft = None if no_draft or draft is None else locate(draft)
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
+        from .core.engine import (
+            AutoregressiveDecoder,
+            SpeculativeDecoder,
+            chat_prompt,
+            guarded,
+            validate,
+        )
+
+        try:
+            validate(settings, speculative=not args.baseline)
+        except InputError as exc:
+            return self.fail(str(exc), exc.kind)
+        progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
+        _quiet_transformers()
+        try:
+            pair = load_pair(found_draft, found_target, args.device, args.dtype,
+                             progress=progress, device_map=args.device_map)
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
+        prompt = (chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt
+                  else args.prompt)
+        try:
+            decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
+                       else SpeculativeDecoder(pair, settings))
+        except SpecvizError as exc:
+            return self.fail(str(exc), exc.kind)
+        events = guarded(decoder.run(prompt, stop=self.interrupt.stop))
+        self.interrupt.running = True
+        try:
+            if args.json:
+                status = 0
+                for event in events:
+                    self.emit(event)
+                    if isinstance(event, RunFailed):
+                        print(f"specviz-cli: error: {one_line(event.message)}", file=sys.stderr)
+                        status = 1
+            else:
+                color = self.out.isatty() and "NO_COLOR" not in os.environ
+                status = _render(events, self.out, color, sys.stderr)
+        finally:
+            self.interrupt.running = False
+        if self.interrupt.stop.is_set():
+            print("specviz-cli: stopped by Ctrl+C", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         return status
-    color = out.isatty() and "NO_COLOR" not in os.environ
-    return _render(events, out, color)
+
+
+def _quiet_transformers() -> None:
+    """Our own "# Loading…" lines say what happens; transformers' "Loading weights" bar would
+    only add lines to stderr. Its warnings (weights not initialised ...) stay: they matter."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run once; failures are one line (and a JSON error event), never a traceback."""
+    args = build_parser().parse_args(argv)
+    cli = _Cli(args)
+    handler: Any = None
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.signal(signal.SIGINT, cli.interrupt)
+    try:
+        return cli.run()
+    except KeyboardInterrupt:
+        return cli.interrupted()
+    except BrokenPipeError:  # the reader went away (| head): nothing left to tell it
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stops the flush at exit failing
+        return 1
+    except Exception as exc:  # noqa: BLE001 - whatever broke, the user gets one line
+        return cli.fail(f"Unexpected {type(exc).__name__}: {exc}", "internal")
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
 
 
 if __name__ == "__main__":

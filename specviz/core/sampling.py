@@ -11,12 +11,25 @@ import torch
 # information, and p itself is the right distribution to sample (the rejection was a
 # floating-point accident, since p(x)/q(x) = 1 would always accept).
 RESIDUAL_EPS = 1e-12
+# Top-p: a cumulative mass within this of top_p counts as reaching it (float64 sums of equal
+# probabilities land a few ulps either side of the exact value; see logits_to_probs).
+TOP_P_TOLERANCE = 1e-9
 
 
 def logits_to_probs(
     logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
 ) -> torch.Tensor:
-    """Softmax with temperature, then top-k, then top-p; temperature 0 gives one-hot argmax."""
+    """Softmax with temperature, then top-k, then top-p; temperature 0 gives one-hot argmax.
+
+    Order and rules are transformers' (Temperature -> TopK -> TopP warpers, min_tokens_to_keep
+    1). Ties: top-k keeps every logit equal to the k-th largest (so possibly more than k, as
+    transformers does); top-p ranks tokens by a stable descending sort, so among tied logits
+    the lower token id comes first, and keeps the smallest such prefix whose mass reaches
+    ``top_p`` (a token stays iff the mass ranked before it is below top_p, the most likely
+    token always stays). Masses are summed in float64 and compared with a 1e-9 tolerance, so
+    a sum that is top_p up to rounding counts as reaching it: uniform logits over 10 ids keep
+    exactly 6 at top-p 0.6 (ids 0-5), 8 at top-p 0.8 (ids 0-7).
+    """
     logits = logits.float()  # (..., V)
     if temperature == 0:
         # Greedy as a distribution: all mass on the argmax (first index on ties).
@@ -27,12 +40,12 @@ def logits_to_probs(
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        sorted_probs = sorted_logits.softmax(dim=-1)
-        # Keep the smallest prefix whose mass reaches top_p: a token stays if the mass
-        # strictly before it is still below top_p (so the most likely token always stays).
-        before = sorted_probs.cumsum(dim=-1) - sorted_probs
-        drop_sorted = before >= top_p
+        # Stable: tied logits keep id order, so the cut among them is defined (lower ids stay).
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
+        sorted_probs = sorted_logits.double().softmax(dim=-1)  # (..., V)
+        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass ranked strictly before
+        drop_sorted = before >= top_p - TOP_P_TOLERANCE
+        drop_sorted[..., 0] = False  # the most likely token always stays
         drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits.softmax(dim=-1)

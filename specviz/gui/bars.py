@@ -7,8 +7,8 @@ from html import escape
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QFont, QResizeEvent
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
 
@@ -29,9 +29,9 @@ configure_plots()
 
 N_SHOW = 6  # candidates per panel: enough to see the shape, few enough to read the labels
 AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick font
-PANEL_MIN_WIDTH = 270  # px: the label axis plus bars long enough to compare
+PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; the title fits
+PANEL_MIN_HEIGHT = 250  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
-TITLE_HEIGHT = 62  # px: three lines of title
 BAR = 0.4  # bar thickness; p above q within a candidate's row
 
 
@@ -92,12 +92,19 @@ class BarPanel:
         self.plot.setMouseEnabled(False, False)
         self.plot.getViewBox().invertY(True)  # most probable candidate on top
         left = self.plot.getAxis("left")
-        left.setStyle(tickFont=font, tickLength=0)
+        # Every candidate's label is drawn, the first and last too (they reach past the axis).
+        left.setStyle(tickFont=font, tickLength=0, hideOverlappingLabels=False)
         left.setWidth(AXIS_WIDTH)
         bottom = self.plot.getAxis("bottom")
         small = QFont(font)
         small.setPointSizeF(font.pointSizeF() * 0.8)
-        bottom.setStyle(tickFont=small)
+        bottom.setStyle(tickFont=small, hideOverlappingLabels=False)
+        # The title spans the label axis too, so three lines of it fit a narrow panel.
+        title = self.plot.titleLabel
+        self.plot.layout.removeItem(title)
+        self.plot.layout.addItem(title, 0, 0, 1, 3)
+        self.title_height = 3 * QFontMetricsF(font).lineSpacing() * 1.25 + 8
+        self.metrics = QFontMetricsF(font)
         self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=P_COLOR,
                                       pen=pg.mkPen(None))
         self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=Q_COLOR,
@@ -130,15 +137,28 @@ class BarPanel:
             self.mark.setOpts(x0=[0], y=[marked], width=[top * 1.08])
         else:
             self.mark.setOpts(x0=[], y=[], width=[])
-        self.labels = [("▶ " if i == marked else "") + r for i, r in enumerate(rows)]
+        # Cut by pixels, not characters: eight CJK characters are wider than ten Latin ones,
+        # and a label wider than the axis is not drawn at all.
+        room = AXIS_WIDTH - 14
+        self.labels = [self.metrics.elidedText(("▶ " if i == marked else "") + r,
+                                               Qt.TextElideMode.ElideRight, room)
+                       for i, r in enumerate(rows)]
         self.plot.getAxis("left").setTicks([list(enumerate(self.labels)), []])
         self.plot.setXRange(0, top * 1.1, padding=0)
+        self.plot.getAxis("bottom").setTicks([_x_ticks(top * 1.1), []])
         self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
         self.plot.setTitle(title, size=f"{PLOT_POINT_SIZE - 1}pt")
         # setTitle fixes the title row at 30 px (one line); ours has three.
-        self.plot.titleLabel.setMaximumHeight(TITLE_HEIGHT)
-        self.plot.layout.setRowFixedHeight(0, TITLE_HEIGHT)
+        self.plot.titleLabel.setMaximumHeight(self.title_height)
+        self.plot.layout.setRowFixedHeight(0, self.title_height)
+
+
+def _x_ticks(top: float) -> list[tuple[float, str]]:
+    """Probability ticks, three or four of them, so they never run together."""
+    step = next(s for s in (0.05, 0.1, 0.2, 0.25, 0.5) if top / s <= 4)
+    n = int(top / step + 1e-9)
+    return [(round(i * step, 4), f"{i * step:.2f}".rstrip("0").rstrip(".")) for i in range(n + 1)]
 
 
 class RoundBarsView(QWidget):
@@ -162,13 +182,23 @@ class RoundBarsView(QWidget):
             f"<span style='color:{RESIDUAL_COLOR}'>■</span> residual norm(max(0, p − q)) &nbsp; "
             f"<span style='color:{MARK_COLOR}'>▶ ▭</span> token taken")
         self.key.setFont(font)
+        self.key.setWordWrap(True)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
+        self.graphics.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.graphics.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Panels wrap to as many rows as K needs; rows that do not fit scroll (never shrink).
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.graphics)
+        self.scroll.setMinimumHeight(120)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.header)
         layout.addWidget(self.key)
-        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.scroll, 1)
         self.panels: list[BarPanel] = []  # grows to the largest round seen, then reused
         self._placed: list[tuple[int, int, int]] = []  # (panel, row, col) now in the layout
         self.round: Round | None = None
@@ -183,24 +213,29 @@ class RoundBarsView(QWidget):
 
     def columns(self, count: int) -> int:
         """As many columns as fit the width; more panels wrap to further rows."""
-        fit = max(1, int(self.graphics.width()) // PANEL_MIN_WIDTH)
+        width = self.scroll.viewport().width() - self.scroll.verticalScrollBar().sizeHint().width()
+        fit = max(1, int(width) // PANEL_MIN_WIDTH)
         return max(1, min(count, fit))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        self._place(len(self._placed))
+        self._place(len(self._placed), force=True)
 
-    def _place(self, count: int) -> None:
+    def _place(self, count: int, force: bool = False) -> None:
         """Put the first ``count`` panels in a grid (only when the arrangement changes)."""
         cols = self.columns(count)
         if count:
             self._panel(count - 1)  # make sure every panel exists before sizing them
+        rows = -(-count // cols) if count else 1
+        self.graphics.setMinimumHeight(rows * PANEL_MIN_HEIGHT)
         # A lone panel (a baseline round) gets a third of the width, not all of it.
-        lone = max(PANEL_MIN_WIDTH, self.graphics.width() // 3)
+        lone = max(PANEL_MIN_WIDTH, self.scroll.viewport().width() // 3)
         for panel in self.panels:
             panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
         wanted = [(i, i // cols, i % cols) for i in range(count)]
         if wanted == self._placed:
+            if force:
+                self.graphics.ci.setGeometry(QRectF(self.graphics.viewport().rect()))
             return
         layout = self.graphics.ci
         for i, _, _ in self._placed:

@@ -25,11 +25,13 @@ from PySide6.QtWidgets import (
 from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 
 from .bars import RoundBarsView
+from .labels import TOOLTIP_CHARS, breakable, capped
 from .record import RunRecord
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
 from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
 
+BANNER_CHARS = 280  # three lines at 1366 px: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
 
 STOP_REASONS = {
@@ -57,10 +59,12 @@ def legend_html() -> str:
                  f"font-weight:{'900' if f.bold else '700'}; "
                  f"{'font-style:italic;' if f.italic else ''}"
                  f"text-decoration:{' '.join(deco) or 'none'}")
-        parts.append(f"<span style='{style}'>&nbsp;{f.label}&nbsp;</span>")
-    return ("&nbsp;&nbsp;".join(parts)
-            + "&nbsp;&nbsp;&nbsp;<span style='color:#333'><b>p</b> = target, "
-              "<b>q</b> = draft</span>")
+        label = f.label.replace(" ", "&nbsp;")  # a fate never breaks across lines
+        parts.append(f"<span style='{style}'>&nbsp;{label}&nbsp;</span>")
+    # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
+    return (" &nbsp;".join(parts)
+            + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
+              "<b>q</b>&nbsp;=&nbsp;draft</span>")
 
 
 class RunView(QWidget):
@@ -95,11 +99,13 @@ class RunView(QWidget):
 
         self.legend = QLabel(legend_html())
         legend_font = QFont()
-        legend_font.setPointSize(UI_POINT_SIZE + 3)
+        legend_font.setPointSize(UI_POINT_SIZE + 2)
         legend_font.setBold(True)
         self.legend.setFont(legend_font)
+        self.legend.setWordWrap(True)
         self.info = QLabel("Loading the models… the window works meanwhile.")
         self.info.setFont(ui_font)
+        self.info.setWordWrap(True)
         self.follow_button = QPushButton("Follow live round")
         self.follow_button.setFont(ui_font)
         self.follow_button.setToolTip("Show the newest round again (click a token to pick one)")
@@ -115,27 +121,28 @@ class RunView(QWidget):
         self.acceptance = AcceptanceView()
         self.speed = SpeedView()
 
-        # Top: the text (widest, it is what the audience reads) beside the numbers and plots.
-        # Bottom: the round's p-vs-q panels across the full width, one column per position.
-        side = QWidget()
-        side_layout = QVBoxLayout(side)
-        side_layout.setContentsMargins(0, 0, 0, 0)
-        side_layout.addWidget(self.speed)
-        side_layout.addWidget(self.acceptance, 1)
+        # The speed numbers in one row across the width. Below, the text (widest: it is what
+        # the audience reads) beside the acceptance plots; then the round's p-vs-q panels,
+        # which wrap to rows and scroll when K is large. Nothing here shrinks below what it
+        # needs: splitters keep their children's minimum sizes (not collapsible).
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.stream)
-        top.addWidget(side)
+        top.addWidget(self.acceptance)
         main = QSplitter(Qt.Orientation.Vertical)
         main.addWidget(top)
         main.addWidget(self.bars)
+        for splitter in (top, main):
+            splitter.setChildrenCollapsible(False)
         self.splitters = (top, main)
         self._sized = False
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
         layout.addLayout(banner_row)
         layout.addWidget(self.legend)
         layout.addLayout(info_row)
+        layout.addWidget(self.speed)
         layout.addWidget(main, 1)
 
         self.timer = QTimer(self)
@@ -148,8 +155,10 @@ class RunView(QWidget):
         if not self._sized:  # proportions once; the user may drag the splitters after
             self._sized = True
             top, main = self.splitters
-            top.setSizes([56 * top.width() // 100, 44 * top.width() // 100])
-            main.setSizes([50 * main.height() // 100, 50 * main.height() // 100])
+            top.setSizes([60 * top.width() // 100, 40 * top.width() // 100])
+            # The round's panels get what the text and plots can spare (one row at least).
+            upper = max(top.minimumSizeHint().height(), 45 * main.height() // 100)
+            main.setSizes([upper, main.height() - upper])
 
     # -- the one entry point --------------------------------------------------------------
 
@@ -203,7 +212,10 @@ class RunView(QWidget):
         title = {"oom": "Out of memory", "load": "Could not load the models",
                  "tokenizer": "Incompatible tokenizers", "input": "Check the settings",
                  "decoder": "The decoder failed"}.get(kind, "Error")
-        self.banner.setText(f"<b>{title}.</b> {escape(message)}")
+        # Capped and breakable: a 20,000-character line once made the window 237,013 px wide.
+        shown = breakable(escape(capped(message, BANNER_CHARS)))
+        self.banner.setText(f"<b>{title}.</b> {shown}")
+        self.banner.setToolTip(capped(message, TOOLTIP_CHARS) if shown != message else "")
         self.banner.show()
         self.banner_close.show()
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QFont, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from .record import RunRecord, SpeedStats
@@ -21,14 +23,35 @@ from .style import (
 configure_plots()
 
 
+ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
+ACCEPTANCE_MIN_WIDTH = 400  # px: two plots side by side, their titles on one line
+
+
 def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
     plot.setMenuEnabled(False)
     plot.hideButtons()
     plot.setMouseEnabled(False, False)
     plot.setTitle(title, size=f"{PLOT_POINT_SIZE}pt")
     for name in ("left", "bottom"):
-        plot.getAxis(name).setStyle(tickFont=font)
-    plot.showGrid(x=False, y=True, alpha=0.25)
+        # Labels at the ends of an axis may reach past it (into the margin) rather than vanish.
+        plot.getAxis(name).setStyle(tickFont=font, hideOverlappingLabels=False)
+    # No showGrid: a gridded axis clips its end labels to the plot ("0" and "1" vanish).
+    for y in (0.5, 1.0):
+        plot.addItem(pg.InfiniteLine(y, angle=0, movable=False, pen=pg.mkPen("#DDDDDD")))
+
+
+def integer_ticks(top: float, most: int = 4, first: int = 0,
+                  cover: bool = True) -> list[tuple[float, str]]:
+    """Whole-number ticks from ``first`` up to ``top``, at most ``most`` of them.
+
+    Counts and positions are integers: an empty plot must not show 0.5 or 2.5. With
+    ``cover`` the last tick reaches past ``top`` (a y axis that holds the tallest bar).
+    """
+    span = max(1, math.ceil(top) - first)
+    step = next(m * 10**e for e in range(12) for m in (1, 2, 5)
+                if math.ceil(span / (m * 10**e)) + 1 <= most)
+    last = first + (math.ceil(span / step) * step if cover else span)
+    return [(v, str(v)) for v in range(first, last + 1, step)]
 
 
 class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
@@ -37,12 +60,14 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground("w")
+        self.setMinimumSize(ACCEPTANCE_MIN_WIDTH, ACCEPTANCE_MIN_HEIGHT)
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
+        # Titles say what the axes are: axis captions would take rows the plots need.
         _style_plot(self.rate_plot, font,
-                    f"Accepted ÷ drafted: <span style='color:{BLUE}'>━ cumulative</span>"
-                    f" &nbsp;<span style='color:{SKY_BLUE}'>● this round</span>")
+                    f"Accepted ÷ drafted by round: <span style='color:{BLUE}'>━ total</span>"
+                    f" <span style='color:{SKY_BLUE}'>● round</span>")
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
             [], [], pen=None, symbol="o", symbolSize=7, symbolBrush=SKY_BLUE,
@@ -53,10 +78,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
                                                           style=Qt.PenStyle.DashLine))
         self.selected_line.setVisible(False)
         self.rate_plot.addItem(self.selected_line)
-        self.rate_plot.setLabel("bottom", "round")
 
         self.hist_plot = self.addPlot(row=1, col=0)
-        _style_plot(self.hist_plot, font, "Accepted per round (◆ i.i.d. α)")
+        _style_plot(self.hist_plot, font, "Rounds by # accepted ◆ i.i.d.")
+        for item in list(self.hist_plot.items):  # counts, not shares: no 0.5 / 1 lines
+            if isinstance(item, pg.InfiniteLine):
+                self.hist_plot.removeItem(item)
         self.hist_bars = pg.BarGraphItem(x=[], height=[], width=0.75, brush=BLUE,
                                          pen=pg.mkPen(None))
         self.hist_plot.addItem(self.hist_bars)
@@ -64,18 +91,58 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.hist_expected = self.hist_plot.plot(
             [], [], pen=None, symbol="d", symbolSize=12, symbolBrush=REDDISH_PURPLE,
             symbolPen=pg.mkPen("k"))
-        self.hist_plot.setLabel("bottom", "accepted of K (0…K)")
 
         self.pos_plot = self.addPlot(row=1, col=1)
-        _style_plot(self.pos_plot, font, "Acceptance by position")
+        _style_plot(self.pos_plot, font, "Accepted by position")
         self.pos_bars = pg.BarGraphItem(x=[], height=[], width=0.75, brush=SKY_BLUE,
                                         pen=pg.mkPen(BLUE, width=1))
         self.pos_plot.addItem(self.pos_bars)
         self.pos_plot.setYRange(0, 1.05, padding=0)
         for plot in (self.rate_plot, self.pos_plot):  # few ticks: the plots are short
-            plot.getAxis("left").setTicks([[(0, "0"), (0.5, "0.5"), (1, "1")], []])
-        self.pos_plot.setLabel("bottom", "draft position")
-        self._k = -1
+            plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
+        self.hist_plot.setToolTip("Rounds with 0…K drafts accepted; ◆ what i.i.d. acceptance "
+                                  "with the measured α would give")
+        self.pos_plot.setToolTip("Share of drafts accepted at each draft position 1…K")
+        self.rate_plot.setToolTip("Accepted ÷ drafted: the running total and each round")
+        for plot in (self.rate_plot, self.hist_plot, self.pos_plot):
+            plot.getAxis("left").setWidth(34)
+        self._k = -2
+        self._n = -1
+        self._top = -1
+        self._set_k(0)
+        self._set_rounds(0)
+        self._set_count_axis(0)
+
+    def _set_k(self, k: int) -> None:
+        """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
+        if k == self._k:
+            return
+        self._k = k
+        shown = max(k, 1)
+        self.hist_plot.setXRange(-0.6, shown + 0.6, padding=0)
+        self.hist_plot.getAxis("bottom").setTicks([integer_ticks(shown, most=6, cover=False),
+                                                   []])
+        self.pos_plot.setXRange(0.4, shown + 0.6, padding=0)
+        self.pos_plot.getAxis("bottom").setTicks(
+            [integer_ticks(shown, most=6, first=1, cover=False), []])
+
+    def _set_rounds(self, n: int) -> None:
+        shown = max(n, 5)
+        if shown == self._n:
+            return
+        self._n = shown
+        self.rate_plot.setXRange(0.5, shown + 0.5, padding=0)
+        self.rate_plot.getAxis("bottom").setTicks(
+            [integer_ticks(shown, most=8, first=1, cover=False), []])
+
+    def _set_count_axis(self, top: float) -> None:
+        ticks = integer_ticks(top, most=3)
+        last = ticks[-1][0]
+        if last == self._top:
+            return
+        self._top = last
+        self.hist_plot.getAxis("left").setTicks([ticks, []])
+        self.hist_plot.setYRange(0, last * 1.08, padding=0)
 
     def update_from(self, record: RunRecord, selected_round: int | None = None) -> None:
         """Push the record's arrays into the existing items."""
@@ -83,26 +150,21 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         xs = list(range(1, n + 1))
         self.cumulative_line.setData(xs, record.cumulative_rate)
         self.round_points.setData(xs, record.round_rate)
-        self.rate_plot.setXRange(0.5, max(n, 5) + 0.5, padding=0)
+        self._set_rounds(n)
         if selected_round is not None:
             self.selected_line.setPos(selected_round + 1)
         self.selected_line.setVisible(selected_round is not None)
 
-        k = len(record.histogram) - 1
         hist = record.histogram
+        k = len(hist) - 1
         self.hist_bars.setOpts(x=list(range(len(hist))), height=hist)
         expected = self.expected_histogram(record.alpha, k, sum(hist))
         self.hist_expected.setData(list(range(len(expected))), expected)
         by_pos = record.acceptance_by_position()
         self.pos_bars.setOpts(x=list(range(1, len(by_pos) + 1)), height=by_pos)
-        if k != self._k:  # axes depend on K only
-            self._k = k
-            self.hist_plot.setXRange(-0.6, max(k, 1) + 0.6, padding=0)
-            self.hist_plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(k + 1)], []])
-            self.pos_plot.setXRange(0.4, max(k, 1) + 0.6, padding=0)
-            self.pos_plot.getAxis("bottom").setTicks([[(i, str(i)) for i in range(1, k + 1)],
-                                                      []])
-        self.hist_plot.setYRange(0, max([*hist, *expected, 1]) * 1.1, padding=0)
+        started = record.started
+        self._set_k(max(k, started.settings.k if started is not None else 0))
+        self._set_count_axis(max([*hist, *expected, 1]))
 
     @staticmethod
     def expected_histogram(alpha: float, k: int, rounds: int) -> list[float]:
@@ -114,22 +176,31 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
 
 
 class SpeedView(QWidget):
-    """Big numbers: tokens/s, target passes per token, expected and measured speedup."""
+    """Big numbers: tokens/s, target passes per token, expected and measured speedup.
+
+    Six columns, one row, where the width allows; three columns, two rows, where not. A
+    caption never wraps inside its words ("tokens /↵s"): it stays on its lines.
+    """
 
     FIELDS = (
         ("tokens_per_s", "tokens / s"),
-        ("target_calls_per_token", "target passes / token"),
+        ("target_calls_per_token", "p passes / token"),
         ("alpha", "α = P(draft kept)"),
         ("cost_ratio", "cost ratio c"),
         ("expected_speedup", "expected speedup"),
         ("measured_speedup", "measured speedup"),
     )
+    AGAINST = {"baseline run": "vs baseline run",
+               "estimate: no baseline run": "estimate: no baseline"}
+    FORMULA = ("expected = (1 − α<sup>K+1</sup>) / ((1 − α)(K·c + 1)), "
+               "c = draft pass / verify pass")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        grid = QGridLayout(self)
+        self.grid = grid = QGridLayout(self)
         grid.setContentsMargins(8, 4, 8, 4)
         grid.setVerticalSpacing(0)
+        grid.setHorizontalSpacing(14)
         name_font = QFont()
         name_font.setPointSize(PLOT_POINT_SIZE - 2)
         value_font = QFont()
@@ -137,26 +208,64 @@ class SpeedView(QWidget):
         value_font.setBold(True)
         self.values: dict[str, QLabel] = {}
         self.names: dict[str, QLabel] = {}
-        for i, (key, name) in enumerate(self.FIELDS):
-            row, col = 2 * (i // 3), i % 3  # three numbers a row, each above its name
+        for key, name in self.FIELDS:
             value = QLabel("—")
             value.setFont(value_font)
             value.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom)
             label = QLabel(name)
             label.setFont(name_font)
-            label.setWordWrap(True)
             label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
             label.setStyleSheet(f"color: {GREY}")
-            grid.addWidget(value, row, col)
-            grid.addWidget(label, row + 1, col)
             self.values[key] = value
             self.names[key] = label
-        self.formula = QLabel("expected = (1 − α<sup>K+1</sup>) / ((1 − α)(K·c + 1)), "
-                              "c = draft pass / verify pass")
+        for key in ("expected_speedup", "measured_speedup", "cost_ratio"):
+            self.names[key].setToolTip(self.FORMULA)
+            self.values[key].setToolTip(self.FORMULA)
+        self.formula = QLabel(self.FORMULA)
         self.formula.setFont(name_font)
         self.formula.setStyleSheet(f"color: {GREY}")
         self.formula.setAlignment(Qt.AlignmentFlag.AlignHCenter)
-        grid.addWidget(self.formula, 4, 0, 1, 3)
+        self.formula.setWordWrap(True)
+        self.columns = 0
+        self._arrange(6)
+
+    def _arrange(self, columns: int) -> None:
+        """Put the numbers in ``columns`` columns (each number above its caption)."""
+        if columns == self.columns:
+            return
+        self.columns = columns
+        for w in (*self.values.values(), *self.names.values(), self.formula):
+            self.grid.removeWidget(w)
+        for c in range(6):
+            self.grid.setColumnStretch(c, 1 if c < columns else 0)
+        for i, (key, _) in enumerate(self.FIELDS):
+            row, col = 2 * (i // columns), i % columns
+            self.grid.addWidget(self.values[key], row, col)
+            self.grid.addWidget(self.names[key], row + 1, col)
+        self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
+
+    def _wide_enough(self, width: int) -> bool:
+        columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())
+                      for k, _ in self.FIELDS)
+        m = self.grid.contentsMargins()
+        return width >= columns + 5 * self.grid.horizontalSpacing() + m.left() + m.right()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._arrange(6 if self._wide_enough(event.size().width()) else 3)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """Three columns' worth: narrower than that, captions would be cut."""
+        hint = super().minimumSizeHint()
+        if self.columns == 6:
+            m = self.grid.contentsMargins()
+            width = 0
+            for i in range(3):
+                keys = [self.FIELDS[i][0], self.FIELDS[i + 3][0]]
+                width += max(max(self.values[k].sizeHint().width(),
+                                 self.names[k].sizeHint().width()) for k in keys)
+            hint.setWidth(width + 2 * self.grid.horizontalSpacing() + m.left() + m.right())
+        return hint
 
     def update_from(self, stats: SpeedStats | None, speculative: bool = True) -> None:
         """Show the numbers (dashes before the first round)."""
@@ -172,5 +281,9 @@ class SpeedView(QWidget):
         self.values["expected_speedup"].setText(f"{stats.expected_speedup:.2f}×")
         self.values["measured_speedup"].setText(
             f"{stats.measured_speedup:.2f}×" if stats.measured_speedup else dash)
-        against = f" ({stats.measured_against})" if stats.measured_against else ""
-        self.names["measured_speedup"].setText("measured speedup" + against)
+        against = self.AGAINST.get(stats.measured_against, stats.measured_against)
+        self.names["measured_speedup"].setText("measured speedup"
+                                               + (f"\n{against}" if against else ""))
+        self.names["measured_speedup"].setToolTip(
+            f"Measured speedup ({stats.measured_against})" if stats.measured_against
+            else self.FORMULA)

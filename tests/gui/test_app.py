@@ -36,6 +36,7 @@ def make_window(qtbot, settings_store):
     yield make
     for window in made:
         window.close()
+        window.controller.decoder_thread.wait()  # close waits 1.5 s at most; tests wait on
         assert window.controller.decoder_thread.isFinished()
 
 
@@ -89,6 +90,13 @@ def test_errors_reach_the_window_and_the_next_run_works(qtbot, make_window, tiny
     assert "Incompatible tokenizers" in window.run_view.banner.text()
     assert "different tokenizers" in window.status_label.text()
     fail["now"] = False
+    window.run()  # the same pair: the failure again, not a silent retry
+    wait_idle(qtbot, window)
+    assert "Not retried" in window.run_view.banner.text()
+    assert window.run_view.record.finished is None
+    with qtbot.waitSignal(window.controller.loaded, timeout=30000):
+        window.load_pair()  # the explicit retry
+    assert window.run_view.banner.text() == ""
     window.run()
     wait_idle(qtbot, window)
     assert window.run_view.record.finished is not None
@@ -164,7 +172,7 @@ def test_baseline_run_then_speculative_measures_speedup(qtbot, make_window, tiny
     window.run()
     wait_idle(qtbot, window)
     assert "baseline run" in window.run_view.speed.names["measured_speedup"].text()
-    assert window.controller.worker.load_count == 1  # same pair: loaded once
+    assert window.controller.load_count == 1  # same pair: loaded once
 
 
 def test_closing_mid_run_exits_cleanly(qtbot, make_window, endless_pair) -> None:
@@ -174,6 +182,7 @@ def test_closing_mid_run_exits_cleanly(qtbot, make_window, endless_pair) -> None
     qtbot.waitUntil(lambda: window.run_view.flush() or len(window.run_view.record.rounds) > 1,
                     timeout=30000)
     window.close()
+    window.controller.decoder_thread.wait()
     assert window.controller.decoder_thread.isFinished()
 
 
@@ -192,12 +201,12 @@ def test_replay_a_recording(qtbot, make_window, tiny_pair, tmp_path: Path) -> No
     assert saved.read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
 
 
-def test_bad_recording_shows_an_error(make_window, tiny_pair, tmp_path: Path) -> None:
+def test_bad_recording_shows_an_error(qtbot, make_window, tiny_pair, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text("{not json\n", encoding="utf-8")
     window = make_window(lambda *a, **k: tiny_pair)
-    window.open_recording(str(path))
-    assert "Could not read" in window.run_view.banner.text()
+    window.open_recording(str(path))  # read on a thread: the banner comes a moment later
+    qtbot.waitUntil(lambda: "Could not read" in window.run_view.banner.text(), timeout=10000)
 
 
 def test_command_line_options() -> None:

@@ -16,7 +16,7 @@ SPEC = PairSpec("tiny-draft", "tiny-target", "cpu")
 def test_events_arrive_in_order(qtbot, tiny_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: tiny_pair)
     w = controller
-    with qtbot.waitSignals([w.started, w.loaded, w.finished], order="strict", timeout=20000):
+    with qtbot.waitSignals([w.loaded, w.started, w.finished], order="strict", timeout=20000):
         controller.start(SPEC, Settings(k=3, max_new_tokens=12, seed=1), "the cat")
     assert isinstance(got.events[0], RunStarted)
     assert isinstance(got.events[-1], RunFinished)
@@ -105,11 +105,13 @@ def test_new_run_reuses_the_pair_and_reloads_when_it_changes(qtbot, tiny_pair,
     assert len(got.of_type(RunFinished)) == 3
 
 
-def test_load_failure_is_reported_and_the_next_run_works(qtbot, tiny_pair,
-                                                         make_controller) -> None:
+def test_load_failure_is_shown_again_not_retried_until_load(qtbot, tiny_pair,
+                                                             make_controller) -> None:
     broken = {"yes": True}
+    calls: list[int] = []
 
     def loader(*args, **kwargs):
+        calls.append(1)
         if broken["yes"]:
             raise ModelLoadError("Could not load 'nope/nope': not in the local cache.")
         return tiny_pair
@@ -121,10 +123,20 @@ def test_load_failure_is_reported_and_the_next_run_works(qtbot, tiny_pair,
     assert isinstance(failure, RunFailed) and failure.kind == "load"
     assert "nope/nope" in failure.message
     qtbot.waitUntil(lambda: controller.state == "idle", timeout=5000)
+    # Run again with the same pair: the failure is shown again at once, the loader not called.
+    with qtbot.waitSignals([controller.failed, controller.finished], order="strict",
+                           timeout=5000):
+        controller.start(SPEC, Settings(max_new_tokens=4), "the")
+    again = got.failures[-1]
+    assert "nope/nope" in again.message and "Load pair" in again.message
+    assert len(calls) == 1 and controller.state == "idle"
     broken["yes"] = False
+    with qtbot.waitSignal(controller.loaded, timeout=20000):
+        controller.load(SPEC)  # an explicit load always tries again
+    assert len(calls) == 2
     with qtbot.waitSignal(controller.finished, timeout=20000):
         controller.start(SPEC, Settings(max_new_tokens=4), "the")
-    assert len(got.of_type(RunFinished)) == 1
+    assert len(got.of_type(RunFinished)) == 1 and len(calls) == 2
 
 
 @pytest.mark.parametrize(("exc", "kind"), [(RuntimeError("kaboom"), "decoder"),

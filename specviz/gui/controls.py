@@ -1,0 +1,334 @@
+"""The controls panel: model pair, sampling, prompt, run buttons; one table maps them to
+``Settings`` and to QSettings, so a new control is one ``FIELDS`` row and one widget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specviz.core.events import Settings
+from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS
+
+CUSTOM = "Custom: hub id, folder or .gguf"
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def _seed(value: int) -> int | None:
+    return None if value < 0 else value  # the spin box's "random" (-1)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One persisted control: where it is stored, its widget, its default and its type."""
+
+    key: str  # QSettings key
+    widget: str  # attribute name of the widget on ControlsPanel
+    default: Any
+    type: type  # str | int | float | bool: how a stored value is read back
+    setting: str | None = None  # the ``Settings`` field it fills, if any
+    to_setting: Callable[[Any], Any] | None = None  # widget value -> Settings value
+
+
+# THE table. Order matters only for restore: the preset comes before the edits it fills.
+FIELDS: tuple[Field, ...] = (
+    Field("pair/preset", "preset", DEFAULT_PAIR, str),
+    Field("pair/draft", "draft_edit", "", str),
+    Field("pair/target", "target_edit", "", str),
+    Field("pair/device", "device", "auto", str),
+    Field("sampling/k", "k", 4, int, "k"),
+    Field("sampling/temperature", "temperature", 0.7, float, "temperature"),
+    Field("sampling/top_k", "top_k", 0, int, "top_k"),
+    Field("sampling/top_p", "top_p", 1.0, float, "top_p"),
+    Field("sampling/max_new_tokens", "max_new", 128, int, "max_new_tokens"),
+    Field("sampling/seed", "seed", 0, int, "seed", _seed),
+    Field("mode/baseline", "baseline", False, bool),
+    Field("mode/chat", "chat", True, bool),
+    Field("prompt", "prompt", DEFAULT_PROMPT, str),
+)
+
+
+def read_value(widget: QWidget) -> Any:
+    """A control's value, whatever its kind."""
+    if isinstance(widget, QCheckBox):
+        return widget.isChecked()
+    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
+        return widget.value()
+    if isinstance(widget, QComboBox):
+        return widget.currentText()
+    if isinstance(widget, QLineEdit):
+        return widget.text()
+    if isinstance(widget, QPlainTextEdit):
+        return widget.toPlainText()
+    raise TypeError(f"no reader for {type(widget).__name__}")
+
+
+def write_value(widget: QWidget, value: Any) -> None:
+    """Set a control's value, whatever its kind."""
+    if isinstance(widget, QCheckBox):
+        widget.setChecked(bool(value))
+    elif isinstance(widget, QSpinBox):
+        widget.setValue(int(value))
+    elif isinstance(widget, QDoubleSpinBox):
+        widget.setValue(float(value))
+    elif isinstance(widget, QComboBox):
+        widget.setCurrentText(str(value))
+    elif isinstance(widget, QLineEdit):
+        widget.setText(str(value))
+    elif isinstance(widget, QPlainTextEdit):
+        widget.setPlainText(str(value))
+    else:
+        raise TypeError(f"no writer for {type(widget).__name__}")
+
+
+def parse(raw: Any, kind: type, default: Any) -> Any:
+    """A stored value as ``kind``; a missing or garbled one falls back to the default."""
+    if raw is None:
+        return default
+    try:
+        if kind is bool:  # QSettings' ini files give "true"/"false" back as strings
+            text = str(raw).strip().lower()
+            if text in ("true", "1"):
+                return True
+            if text in ("false", "0"):
+                return False
+            return default
+        if kind is int:
+            return int(float(str(raw)))
+        if kind is float:
+            return float(str(raw))
+        return str(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+class ControlsPanel(QWidget):
+    """Everything the user sets before a run. The dock holds it; MainWindow reads it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        form_panel = QWidget()
+        col = QVBoxLayout(form_panel)
+
+        pair_box = QGroupBox("Model pair (q = draft, p = target)")
+        form = QFormLayout(pair_box)
+        self.preset = QComboBox()
+        self.preset.addItems([*PRESETS, CUSTOM])
+        self.preset.currentTextChanged.connect(self._on_preset_changed)
+        self.preset.setToolTip("Presets: the bundled offline pair first, then hub pairs")
+        # Long preset names must not widen the panel: the box elides, its list shows all.
+        self.preset.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset.setMinimumContentsLength(18)
+        self.preset.view().setTextElideMode(Qt.TextElideMode.ElideNone)
+        form.addRow(self.preset)
+        self.draft_edit, draft_row = self._model_row("draft")
+        self.target_edit, target_row = self._model_row("target")
+        form.addRow("Draft q", draft_row)
+        form.addRow("Target p", target_row)
+        self.device = QComboBox()
+        self.device.addItems(DEVICES)
+        form.addRow("Device", self.device)
+        self.load_button = QPushButton("Load pair")
+        form.addRow(self.load_button)
+        col.addWidget(pair_box)
+
+        samp = QGroupBox("Sampling (same for p and q)")
+        form = QFormLayout(samp)
+        self.k = QSpinBox()
+        self.k.setRange(1, 16)
+        self.k.setToolTip("Draft tokens per round")
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setDecimals(2)
+        self.temperature.setSpecialValueText("0 (greedy)")
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 100000)
+        self.top_k.setSpecialValueText("off")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.max_new = QSpinBox()
+        self.max_new.setRange(1, 100000)
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setSpecialValueText("random")
+        form.addRow("K (drafts / round)", self.k)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("top-k", self.top_k)
+        form.addRow("top-p", self.top_p)
+        form.addRow("Max new tokens", self.max_new)
+        form.addRow("Seed", self.seed)
+        for spin in (self.k, self.temperature, self.top_k, self.top_p, self.max_new, self.seed):
+            spin.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
+        self.baseline = QCheckBox("Target alone (baseline)")
+        self.baseline.setToolTip("Run p alone, one forward pass per token, to compare speed")
+        self.chat = QCheckBox("Use the chat template")
+        form.addRow(self.baseline)
+        form.addRow(self.chat)
+        col.addWidget(samp)
+
+        col.addWidget(QLabel("Prompt"))
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Type a prompt (multi-line and Chinese welcome)")
+        self.prompt.setMinimumHeight(90)
+        col.addWidget(self.prompt, 1)
+
+        # The form scrolls (vertically only) on short screens; the run buttons stay in view.
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(form_panel)
+        self.form_panel = form_panel
+
+        buttons = QGridLayout()
+        self.run_button = QPushButton("▶ Run")
+        self.stop_button = QPushButton("■ Stop")
+        self.pause_button = QPushButton("❚❚ Pause")
+        self.step_button = QPushButton("▶| Step")
+        for i, b in enumerate((self.run_button, self.stop_button, self.pause_button,
+                               self.step_button)):
+            f = b.font()
+            f.setBold(True)
+            b.setFont(f)
+            b.setMinimumHeight(40)
+            # Wide enough for the longest text a button takes ("▶ Resume").
+            b.setMinimumWidth(b.fontMetrics().horizontalAdvance("▶ Resume") + 28)
+            buttons.addWidget(b, i // 2, i % 2)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 4)
+        layout.addWidget(self.scroll, 1)
+        layout.addLayout(buttons)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        for f in FIELDS:  # defaults from the table, the one place they are written
+            write_value(self.widget(f), f.default)
+        self._on_preset_changed(self.preset.currentText())
+
+    def minimumSizeHint(self):  # noqa: N802 - Qt override
+        """As wide as the form needs (so it never squeezes), as short as the buttons allow."""
+        hint = super().minimumSizeHint()
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        hint.setWidth(max(hint.width(), self.form_panel.minimumSizeHint().width() + bar))
+        return hint
+
+    def _model_row(self, which: str) -> tuple[QLineEdit, QWidget]:
+        edit = QLineEdit()
+        edit.setPlaceholderText("alias, hub id, folder or .gguf")
+        edit.textEdited.connect(lambda _text: self.set_preset(CUSTOM))
+        browse = QToolButton()
+        browse.setText("…")
+        browse.setToolTip(f"Pick a {which} folder or .gguf file")
+        menu = QMenu(browse)
+        menu.addAction("Model folder…", lambda: self._browse(edit, folder=True))
+        menu.addAction("GGUF file…", lambda: self._browse(edit, folder=False))
+        browse.setMenu(menu)
+        browse.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        row = QWidget()
+        h = QHBoxLayout(row)
+        h.setContentsMargins(0, 0, 0, 0)
+        h.addWidget(edit, 1)
+        h.addWidget(browse)
+        return edit, row
+
+    # -- the table ----------------------------------------------------------------------------
+
+    def widget(self, field: Field) -> QWidget:
+        return getattr(self, field.widget)
+
+    def values(self) -> dict[str, Any]:
+        """Every control's value, by QSettings key."""
+        return {f.key: read_value(self.widget(f)) for f in FIELDS}
+
+    def settings(self) -> Settings:
+        """The sampling settings of a run, from the table's ``setting`` column."""
+        kwargs = {}
+        for f in FIELDS:
+            if f.setting is not None:
+                value = read_value(self.widget(f))
+                kwargs[f.setting] = f.to_setting(value) if f.to_setting else value
+        return Settings(**kwargs)
+
+    def restore(self, store: QSettings) -> None:
+        """Every control from ``store``; a missing or garbled value keeps the default."""
+        for f in FIELDS:
+            write_value(self.widget(f), parse(store.value(f.key), f.type, f.default))
+        preset = self.preset.currentText()
+        if preset not in PRESETS and preset != CUSTOM:  # a preset since renamed
+            self.set_preset(DEFAULT_PAIR)
+        self._on_preset_changed(self.preset.currentText())  # a preset's models win
+
+    def save(self, store: QSettings) -> None:
+        """Every control into ``store`` (booleans as "true"/"false", as QSettings reads them)."""
+        for key, value in self.values().items():
+            store.setValue(key, ("true" if value else "false") if isinstance(value, bool)
+                           else value)
+
+    # -- the pair --------------------------------------------------------------------------
+
+    def prompt_text(self) -> str:
+        return self.prompt.toPlainText()
+
+    def set_pair(self, draft: str | None, target: str | None) -> None:
+        """Models given on the command line: a custom pair."""
+        if draft is None and target is None:
+            return
+        self.set_preset(CUSTOM)
+        if draft is not None:
+            self.draft_edit.setText(draft)
+        if target is not None:
+            self.target_edit.setText(target)
+
+    def pair_fields(self) -> tuple[str | None, str, str]:
+        """(draft or None, target, device) as typed."""
+        return (self.draft_edit.text().strip() or None, self.target_edit.text().strip(),
+                self.device.currentText())
+
+    def set_preset(self, name: str) -> None:
+        self.preset.setCurrentText(name)
+
+    def _on_preset_changed(self, name: str) -> None:
+        if name in PRESETS:
+            draft, target = PRESETS[name]
+            self.draft_edit.setText(draft)
+            self.target_edit.setText(target)
+
+    def _browse(self, edit: QLineEdit, folder: bool) -> None:
+        if folder:
+            path = QFileDialog.getExistingDirectory(self, "Model folder")
+        else:
+            path, _ = QFileDialog.getOpenFileName(self, "GGUF file", "", "GGUF (*.gguf)")
+        if path:
+            edit.setText(path)
+            self.set_preset(CUSTOM)
+
+
+__all__ = ["CUSTOM", "DEVICES", "FIELDS", "ControlsPanel", "Field", "parse"]

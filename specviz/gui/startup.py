@@ -1,0 +1,103 @@
+"""Process-level plumbing for the app: Ctrl+C, the first paint, start-up timing, a hard exit."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QObject, QSocketNotifier, QTimer
+from PySide6.QtWidgets import QApplication, QWidget
+
+# SPECVIZ_STARTUP_TRACE=1 prints "specviz-startup <what> <unix time>" lines on stdout when the
+# window first paints ("shown") and when the pair is ready ("ready") or failed ("failed");
+# =quit also quits after that (scripts/startup_time.py times launches with it).
+TRACE_ENV = "SPECVIZ_STARTUP_TRACE"
+
+
+def trace_mode() -> str:
+    return os.environ.get(TRACE_ENV, "")
+
+
+def trace(what: str) -> None:
+    if trace_mode():
+        print(f"specviz-startup {what} {time.time():.3f}", flush=True)
+
+
+class FirstPaint(QObject):
+    """Calls back once, just after the window's first paint (it is on screen then)."""
+
+    def __init__(self, window: QWidget, callback: Callable[[], None]) -> None:
+        super().__init__(window)
+        self.callback: Callable[[], None] | None = callback
+        window.installEventFilter(self)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.Paint and self.callback is not None:
+            callback, self.callback = self.callback, None
+            obj.removeEventFilter(self)
+            QTimer.singleShot(0, callback)  # after this paint has reached the screen
+        return False
+
+
+class SignalBridge(QObject):
+    """Runs Python's handlers for SIGINT / SIGTERM while Qt's event loop has the thread.
+
+    Python runs a signal handler only between bytecodes of the main thread, and ``app.exec()``
+    keeps that thread in C++; Ctrl+C would wait for the next Python slot (and then raise
+    KeyboardInterrupt inside it, a traceback while the app keeps running). The C-level handler
+    writes the signal number to a socket (``signal.set_wakeup_fd``); a QSocketNotifier on the
+    other end wakes the event loop, whose Python slot lets the interpreter run our handler.
+    """
+
+    def __init__(self, app: QApplication, on_signal: Callable[[int], None]) -> None:
+        super().__init__(app)
+        self.on_signal = on_signal
+        self._read, self._write = socket.socketpair()
+        for sock in (self._read, self._write):
+            sock.setblocking(False)
+        self._old_fd = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        self.notifier = QSocketNotifier(self._read.fileno(), QSocketNotifier.Type.Read, self)
+        self.notifier.activated.connect(self._drain)
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.on_signal(signum)
+
+    def _drain(self, *_args: object) -> None:
+        try:
+            while self._read.recv(64):
+                pass
+        except OSError:  # BlockingIOError: nothing more to read
+            pass
+
+    def restore(self) -> None:
+        """Put back the handlers that were there before (tests build several apps)."""
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        signal.set_wakeup_fd(self._old_fd)
+        self.notifier.setEnabled(False)
+        self._read.close()
+        self._write.close()
+
+
+def hard_exit(code: int) -> None:
+    """End the process now, leaving behind threads that cannot be stopped.
+
+    Called only after the settings are saved and synced, when a load is still inside
+    ``from_pretrained`` (or a long round still runs): a normal interpreter exit would wait
+    for it (huggingface_hub's download pools are joined at exit) or tear Qt and torch down
+    under a running thread ("QThread: Destroyed while thread is still running" aborts).
+    Nothing of the user's is lost: the load's result was going to be discarded anyway.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(code)

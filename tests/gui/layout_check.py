@@ -1,0 +1,184 @@
+"""What "nothing clipped, nothing overlapping" means, as checks on a shown window.
+
+Widgets: every visible widget at least its minimumSizeHint; a QLabel's text fits (or the
+label word-wraps with room for its lines, or elides on purpose: property "elides");
+no horizontal scroll bar on the controls. Plots (pyqtgraph): every plot inside its view,
+titles and axis labels fit, tick labels neither overlap nor go missing.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import (
+    QAbstractScrollArea,
+    QLabel,
+    QMainWindow,
+    QScrollArea,
+    QWidget,
+)
+
+SLACK = 1  # px: rounding in size hints
+
+
+def _name(w: QWidget) -> str:
+    text = ""
+    if isinstance(w, QLabel):
+        text = f" {w.text()[:40]!r}"
+    elif hasattr(w, "text") and callable(w.text):
+        try:
+            text = f" {str(w.text())[:40]!r}"
+        except TypeError:
+            text = ""
+    return f"{type(w).__name__}{'#' + w.objectName() if w.objectName() else ''}{text}"
+
+
+def _inside_scroll(w: QWidget) -> bool:
+    """Inside a scroll area's viewport: its size may exceed what shows (it scrolls)."""
+    p = w.parentWidget()
+    while p is not None:
+        if isinstance(p, QScrollArea):
+            return True
+        p = p.parentWidget()
+    return False
+
+
+def widget_problems(root: QWidget) -> list[str]:
+    problems: list[str] = []
+    for w in [root, *root.findChildren(QWidget)]:
+        if not w.isVisible() or w.isWindow() and w is not root:
+            continue
+        if w.objectName().startswith("qt_"):  # Qt's own parts (a spin box's line edit)
+            continue
+        name = _name(w)
+        hint = w.minimumSizeHint()
+        low = w.minimumSize()
+        need_w = max(hint.width(), low.width())
+        need_h = max(hint.height(), low.height())
+        if w.width() + SLACK < need_w or w.height() + SLACK < need_h:
+            problems.append(f"{name}: {w.width()}×{w.height()} < minimum "
+                            f"{need_w}×{need_h}")
+        if isinstance(w, QLabel) and w.text() and not w.property("elides"):
+            problems.extend(label_problems(w, name))
+        if isinstance(w, QAbstractScrollArea) and w.horizontalScrollBar().isVisible() \
+                and isinstance(w, QScrollArea):
+            problems.append(f"{name}: horizontal scroll bar (content wider than its panel)")
+        parent = w.parentWidget()
+        if parent is not None and not w.isWindow() and not _inside_scroll(w) \
+                and not isinstance(parent, QAbstractScrollArea):
+            r = w.geometry()
+            pr = parent.rect()
+            if r.right() > pr.right() + SLACK or r.bottom() > pr.bottom() + SLACK:
+                problems.append(f"{name}: sticks out of its parent {_name(parent)} "
+                                f"({r.right()},{r.bottom()} > {pr.right()},{pr.bottom()})")
+    return problems
+
+
+def label_problems(label: QLabel, name: str) -> list[str]:
+    cr = label.contentsRect()
+    if label.wordWrap():
+        need = label.heightForWidth(label.width())
+        if need > label.height() + SLACK:
+            return [f"{name}: wrapped text needs {need} px, has {label.height()}"]
+        return []
+    need = label.sizeHint().width() - (label.width() - cr.width())
+    # sizeHint covers the text (rich or plain) plus margins; compare text to the contents.
+    if label.sizeHint().width() > label.width() + SLACK:
+        return [f"{name}: text needs {label.sizeHint().width()} px, has {label.width()} "
+                f"(text {need} px)"]
+    return []
+
+
+def _text_width(item: pg.LabelItem) -> float:
+    return item.item.boundingRect().width()
+
+
+def plot_problems(view: pg.GraphicsView, where: str) -> list[str]:
+    """Every PlotItem of a visible pyqtgraph view: inside it, titles, axes, tick labels."""
+    problems: list[str] = []
+    if not view.isVisible():
+        return problems
+    shown = view.mapToScene(view.viewport().rect()).boundingRect()
+    for item in view.scene().items():
+        if not isinstance(item, pg.PlotItem) or not item.isVisible():
+            continue
+        title = item.titleLabel
+        label = f"{where} plot {title.text[:30]!r}" if title.text else f"{where} plot"
+        r = item.sceneBoundingRect()
+        if r.right() > shown.right() + SLACK or r.bottom() > shown.bottom() + SLACK \
+                or r.left() < shown.left() - SLACK or r.top() < shown.top() - SLACK:
+            problems.append(f"{label}: outside its view ({r} vs {shown})")
+        minimum = item.effectiveSizeHint(pg.QtCore.Qt.SizeHint.MinimumSize)
+        if r.width() + SLACK < minimum.width() or r.height() + SLACK < minimum.height():
+            problems.append(f"{label}: {r.width():.0f}×{r.height():.0f} < minimum "
+                            f"{minimum.width():.0f}×{minimum.height():.0f}")
+        if title.isVisible() and title.text:
+            text = title.item.boundingRect()
+            box = title.boundingRect()
+            if text.width() > box.width() + SLACK or text.height() > box.height() + SLACK:
+                problems.append(f"{label}: title {text.width():.0f}×{text.height():.0f} "
+                                f"in {box.width():.0f}×{box.height():.0f}")
+        for side in ("left", "bottom"):
+            axis = item.getAxis(side)
+            if axis.isVisible():
+                problems.extend(axis_problems(axis, f"{label} {side} axis"))
+    return problems
+
+
+def axis_problems(axis: pg.AxisItem, label: str) -> list[str]:
+    problems: list[str] = []
+    if axis.label.isVisible() and axis.labelText:
+        text = axis.label.boundingRect()
+        length = axis.boundingRect().width() if axis.orientation in ("bottom", "top") \
+            else axis.boundingRect().height()
+        along = text.width()
+        if along > length + SLACK:
+            problems.append(f"{label}: label {axis.labelText!r} {along:.0f} px > {length:.0f}")
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)  # text metrics need an active painter
+    try:
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    if specs is None:  # an axis with no length yet
+        return [f"{label}: has no room to draw"]
+    _, _, texts = specs
+    drawn = [(rect, s) for rect, _, s in texts]
+    horizontal = axis.orientation in ("bottom", "top")
+    spans = sorted(((r.left(), r.right(), s) if horizontal else (r.top(), r.bottom(), s))
+                   for r, s in drawn)
+    for (a0, a1, s0), (b0, _b1, s1) in zip(spans, spans[1:], strict=False):
+        if b0 < a1 - SLACK:
+            problems.append(f"{label}: tick labels {s0!r} and {s1!r} overlap")
+    if axis.orientation == "left":
+        width = axis.boundingRect().width()
+        for r, s in drawn:
+            if r.left() < -SLACK or r.width() > width + SLACK:
+                problems.append(f"{label}: tick label {s!r} wider than the axis")
+    fixed = axis._tickLevels  # noqa: SLF001 - explicit ticks, all meant to be read
+    if fixed:
+        lo, hi = sorted(axis.range)
+        wanted = {s for level in fixed for v, s in level if lo <= v <= hi and s}
+        missing = wanted - {s for _, s in drawn}
+        if missing:
+            problems.append(f"{label}: tick labels dropped: {sorted(missing)[:5]}")
+    return problems
+
+
+def window_problems(window: QMainWindow, screen: tuple[int, int]) -> list[str]:
+    """All of the above, plus: the window's minimum size fits the screen."""
+    problems = []
+    hint = window.minimumSizeHint()
+    low = window.minimumSize()
+    w, h = max(hint.width(), low.width()), max(hint.height(), low.height())
+    if w > screen[0] or h > screen[1]:
+        problems.append(f"window minimum {w}×{h} exceeds the screen {screen[0]}×{screen[1]}")
+    problems.extend(widget_problems(window))
+    for view in window.findChildren(pg.GraphicsView):
+        problems.extend(plot_problems(view, type(view).__name__ if not view.objectName()
+                                      else view.objectName()))
+    return problems
+
+
+__all__ = ["axis_problems", "label_problems", "plot_problems", "widget_problems",
+           "window_problems"]
