@@ -13,6 +13,7 @@ from .record import RunRecord, SpeedStats
 from .style import (
     BLUE,
     GREY,
+    ORANGE,
     PLOT_POINT_SIZE,
     REDDISH_PURPLE,
     SKY_BLUE,
@@ -23,7 +24,8 @@ from .style import (
 configure_plots()
 
 
-ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
+ACCEPTANCE_MIN_HEIGHT = 330  # px: three rows of plots, each with room for three tick labels
+DRAFTER_COLORS = {"model": SKY_BLUE, "lookup": ORANGE}  # bars; their labels name them too
 ACCEPTANCE_MIN_WIDTH = 400  # px: two plots side by side, their titles on one line
 
 
@@ -100,11 +102,34 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.pos_plot.setYRange(0, 1.05, padding=0)
         for plot in (self.rate_plot, self.pos_plot):  # few ticks: the plots are short
             plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
+        # K chosen each round (the K policies change it) and α split by drafter.
+        self.k_plot = self.addPlot(row=2, col=0)
+        _style_plot(self.k_plot, font, "K per round")
+        for item in list(self.k_plot.items):  # K is a count: no 0.5 / 1 lines
+            if isinstance(item, pg.InfiniteLine):
+                self.k_plot.removeItem(item)
+        self.k_line = self.k_plot.plot([], [], pen=pg.mkPen(BLUE, width=3), stepMode=None,
+                                       symbol="s", symbolSize=6, symbolBrush=BLUE,
+                                       symbolPen=pg.mkPen(None))
+        self.k_plot.setToolTip("Drafts proposed each round: constant under the fixed policy; "
+                               "the heuristic and cost policies change it (cost may pick 0)")
+        self.drafter_plot = self.addPlot(row=2, col=1)
+        _style_plot(self.drafter_plot, font, "α by drafter")
+        self.drafter_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brushes=[],
+                                            pen=pg.mkPen("k", width=1))
+        self.drafter_plot.addItem(self.drafter_bars)
+        self.drafter_plot.setYRange(0, 1.05, padding=0)
+        self.drafter_plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
+        self.drafter_plot.setToolTip("α = kept ÷ tested, for the drafts each drafter proposed "
+                                     "(n = drafts tested)")
+        self._drafters: tuple[str, ...] = ()
+        self._k_top = -1
         self.hist_plot.setToolTip("Rounds with 0…K drafts accepted; ◆ what i.i.d. acceptance "
                                   "with the measured α would give")
         self.pos_plot.setToolTip("Share of drafts accepted at each draft position 1…K")
         self.rate_plot.setToolTip("Accepted ÷ drafted: the running total and each round")
-        for plot in (self.rate_plot, self.hist_plot, self.pos_plot):
+        for plot in (self.rate_plot, self.hist_plot, self.pos_plot, self.k_plot,
+                     self.drafter_plot):
             plot.getAxis("left").setWidth(34)
         self._k = -2
         self._n = -1
@@ -165,6 +190,32 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         started = record.started
         self._set_k(max(k, started.settings.k if started is not None else 0))
         self._set_count_axis(max([*hist, *expected, 1]))
+        self._update_drafting(record)
+
+    def _update_drafting(self, record: RunRecord) -> None:
+        """K per round (every round of a speculative run) and α per drafter."""
+        ks = record.k_per_round if record.speculative else []
+        self.k_line.setData(list(range(1, len(ks) + 1)), ks)
+        n = max(len(ks), 5)
+        self.k_plot.setXRange(0.5, n + 0.5, padding=0)
+        self.k_plot.getAxis("bottom").setTicks(
+            [integer_ticks(n, most=6, first=1, cover=False), []])
+        top = max([*ks, record.k, 1])
+        if top != self._k_top:
+            self._k_top = top
+            ticks = integer_ticks(top, most=3)
+            self.k_plot.getAxis("left").setTicks([ticks, []])
+            self.k_plot.setYRange(0, ticks[-1][0] * 1.08, padding=0)
+        split = record.alpha_by_drafter() if record.speculative else {}
+        names = tuple(split)
+        self.drafter_bars.setOpts(
+            x=list(range(len(names))), height=[a for a, _ in split.values()],
+            brushes=[DRAFTER_COLORS.get(name, GREY) for name in names])
+        labels = tuple(f"{name} (n={tested})" for name, (_, tested) in split.items())
+        if labels != self._drafters:
+            self._drafters = labels
+            self.drafter_plot.getAxis("bottom").setTicks([list(enumerate(labels)), []])
+            self.drafter_plot.setXRange(-0.6, max(len(names), 1) - 0.4, padding=0)
 
     @staticmethod
     def expected_histogram(alpha: float, k: int, rounds: int) -> list[float]:
