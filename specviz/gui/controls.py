@@ -399,4 +399,5 @@ class ControlsPanel(QWidget):
             self.set_preset(CUSTOM)
 
 
-__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "K_POLICIES", "FIELDS", "ControlsPanel", "Field", "parse"]
+__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "ControlsPanel", "Field",
+           "parse"]
