@@ -170,7 +170,7 @@ class RunView(QWidget):
             top, main = self.splitters
             top.setSizes([60 * top.width() // 100, 40 * top.width() // 100])
             # The round's panels get what the text and plots can spare (one row at least).
-            upper = max(top.minimumSizeHint().height(), 45 * main.height() // 100)
+            upper = max(top.minimumSizeHint().height(), 42 * main.height() // 100)
             main.setSizes([upper, main.height() - upper])
 
     # -- the one entry point --------------------------------------------------------------

@@ -25,8 +25,8 @@ configure_plots()
 
 
 ACCEPTANCE_MIN_HEIGHT = 330  # px: three rows of plots, each with room for three tick labels
+ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
 DRAFTER_COLORS = {"model": SKY_BLUE, "lookup": ORANGE}  # bars; their labels name them too
-ACCEPTANCE_MIN_WIDTH = 400  # px: two plots side by side, their titles on one line
 
 
 def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
@@ -62,14 +62,13 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground("w")
-        self.setMinimumSize(ACCEPTANCE_MIN_WIDTH, ACCEPTANCE_MIN_HEIGHT)
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
         # Titles say what the axes are: axis captions would take rows the plots need.
         _style_plot(self.rate_plot, font,
-                    f"Accepted ÷ drafted by round: <span style='color:{BLUE}'>━ total</span>"
-                    f" <span style='color:{SKY_BLUE}'>● round</span>")
+                    f"Kept ÷ drafted: <span style='color:{BLUE}'>━ total</span>"
+                    f" <span style='color:{SKY_BLUE}'>● per round</span>")
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
             [], [], pen=None, symbol="o", symbolSize=7, symbolBrush=SKY_BLUE,
@@ -82,7 +81,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.rate_plot.addItem(self.selected_line)
 
         self.hist_plot = self.addPlot(row=1, col=0)
-        _style_plot(self.hist_plot, font, "Rounds by # accepted ◆ i.i.d.")
+        _style_plot(self.hist_plot, font, "Rounds by # kept ◆ i.i.d.")
         for item in list(self.hist_plot.items):  # counts, not shares: no 0.5 / 1 lines
             if isinstance(item, pg.InfiniteLine):
                 self.hist_plot.removeItem(item)
@@ -95,7 +94,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             symbolPen=pg.mkPen("k"))
 
         self.pos_plot = self.addPlot(row=1, col=1)
-        _style_plot(self.pos_plot, font, "Accepted by position")
+        _style_plot(self.pos_plot, font, "Kept by position")
         self.pos_bars = pg.BarGraphItem(x=[], height=[], width=0.75, brush=SKY_BLUE,
                                         pen=pg.mkPen(BLUE, width=1))
         self.pos_plot.addItem(self.pos_bars)
@@ -217,6 +216,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             self.drafter_plot.getAxis("bottom").setTicks([list(enumerate(labels)), []])
             self.drafter_plot.setXRange(-0.6, max(len(names), 1) - 0.4, padding=0)
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
+        need = self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+        return QSize(max(ACCEPTANCE_MIN_WIDTH, int(need.width()) + 4),
+                     max(ACCEPTANCE_MIN_HEIGHT, int(need.height()) + 4))
+
     @staticmethod
     def expected_histogram(alpha: float, k: int, rounds: int) -> list[float]:
         """Rounds expected with n accepted if drafts were kept i.i.d. with probability α."""
@@ -294,6 +299,8 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.values[key], row, col)
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
+        # Narrow: the numbers take two rows, and the formula stays in the tooltips.
+        self.formula.setVisible(columns == 6)
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())
