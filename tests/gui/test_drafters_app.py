@@ -348,3 +348,28 @@ def test_warning_check_catches_a_view_that_trusts_the_rounds_only(qtbot, monkeyp
 
 def test_settings_default_is_exact() -> None:
     assert Settings().lenience == 1.0 and RunRecord().exact
+
+
+# -- 6. the round's headline names its K, its drafter and the policy's reason --------
+
+
+def check_headline(headline) -> None:
+    rounds = [e for e in hybrid_events() if isinstance(e, Round)]
+    text = headline(rounds[3], 0, False)
+    assert "drafted 2 by lookup" in text and REASONS[3] in text, text
+    text = headline(rounds[0], 0, False)
+    assert "drafted 3 <span" in text and REASONS[0] in text and "lookup" not in text, text
+
+
+def test_round_headline_names_k_drafter_and_reason() -> None:
+    from specviz.gui.bars import RoundBarsView
+
+    check_headline(RoundBarsView._headline)
+
+
+def test_headline_check_catches_a_headline_without_the_reason() -> None:
+    def old(rnd, discarded, selected):
+        return f"<b>Round {rnd.index + 1}</b>: drafted {rnd.k}, {rnd.n_accepted} accepted"
+
+    with pytest.raises(AssertionError):
+        check_headline(old)
