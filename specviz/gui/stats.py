@@ -24,7 +24,7 @@ from .style import (
 configure_plots()
 
 
-ACCEPTANCE_MIN_HEIGHT = 330  # px: three rows of plots, each with room for three tick labels
+ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
 ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
 DRAFTER_COLORS = {"model": SKY_BLUE, "lookup": ORANGE}  # bars; their labels name them too
 
@@ -102,8 +102,8 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         for plot in (self.rate_plot, self.pos_plot):  # few ticks: the plots are short
             plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
         # K chosen each round (the K policies change it) and α split by drafter.
-        self.k_plot = self.addPlot(row=2, col=0)
-        _style_plot(self.k_plot, font, "K per round")
+        self.k_plot = self.addPlot(row=0, col=2)
+        _style_plot(self.k_plot, font, "K / round")
         for item in list(self.k_plot.items):  # K is a count: no 0.5 / 1 lines
             if isinstance(item, pg.InfiniteLine):
                 self.k_plot.removeItem(item)
@@ -112,7 +112,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
                                        symbolPen=pg.mkPen(None))
         self.k_plot.setToolTip("Drafts proposed each round: constant under the fixed policy; "
                                "the heuristic and cost policies change it (cost may pick 0)")
-        self.drafter_plot = self.addPlot(row=2, col=1)
+        self.drafter_plot = self.addPlot(row=1, col=2)
         _style_plot(self.drafter_plot, font, "α by drafter")
         self.drafter_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brushes=[],
                                             pen=pg.mkPen("k", width=1))
@@ -121,7 +121,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.drafter_plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
         self.drafter_plot.setToolTip("α = kept ÷ tested, for the drafts each drafter proposed "
                                      "(n = drafts tested)")
-        self._drafters: tuple[str, ...] = ()
+        self._drafters: tuple[str, ...] | None = None
         self._k_top = -1
         self.hist_plot.setToolTip("Rounds with 0…K drafts accepted; ◆ what i.i.d. acceptance "
                                   "with the measured α would give")
@@ -136,6 +136,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._set_k(0)
         self._set_rounds(0)
         self._set_count_axis(0)
+        self._update_drafting(RunRecord())  # whole-number axes before the first run
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
@@ -210,11 +211,14 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.drafter_bars.setOpts(
             x=list(range(len(names))), height=[a for a, _ in split.values()],
             brushes=[DRAFTER_COLORS.get(name, GREY) for name in names])
-        labels = tuple(f"{name} (n={tested})" for name, (_, tested) in split.items())
-        if labels != self._drafters:
-            self._drafters = labels
-            self.drafter_plot.getAxis("bottom").setTicks([list(enumerate(labels)), []])
+        if names != self._drafters:
+            self._drafters = names
+            self.drafter_plot.getAxis("bottom").setTicks([list(enumerate(names)), []])
             self.drafter_plot.setXRange(-0.6, max(len(names), 1) - 0.4, padding=0)
+        self.drafter_plot.setToolTip(
+            "α = kept ÷ tested, for the drafts each drafter proposed: " + ", ".join(
+                f"{name} {alpha:.2f} (n = {tested} tested)"
+                for name, (alpha, tested) in split.items()))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
