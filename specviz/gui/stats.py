@@ -27,6 +27,7 @@ configure_plots()
 ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
 ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
 DRAFTER_COLORS = {"model": SKY_BLUE, "lookup": ORANGE}  # bars; their labels name them too
+DRAFTER_TICKS = {"model": "q"}  # the column is narrow: the draft model is q, as everywhere
 
 
 def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
@@ -213,7 +214,8 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             brushes=[DRAFTER_COLORS.get(name, GREY) for name in names])
         if names != self._drafters:
             self._drafters = names
-            self.drafter_plot.getAxis("bottom").setTicks([list(enumerate(names)), []])
+            self.drafter_plot.getAxis("bottom").setTicks(
+                [[(i, DRAFTER_TICKS.get(name, name)) for i, name in enumerate(names)], []])
             self.drafter_plot.setXRange(-0.6, max(len(names), 1) - 0.4, padding=0)
         self.drafter_plot.setToolTip(
             "α = kept ÷ tested, for the drafts each drafter proposed: " + ", ".join(

@@ -274,7 +274,7 @@ def check_split(view: AcceptanceView, record: RunRecord) -> None:
     opts = view.drafter_bars.opts
     assert list(opts["height"]) == pytest.approx([0.5, 0.8])
     ticks = view.drafter_plot.getAxis("bottom")._tickLevels[0]
-    assert [t for _, t in ticks] == ["model", "lookup"]
+    assert [t for _, t in ticks] == ["q", "lookup"]
     tip = view.drafter_plot.toolTip()
     assert "model 0.50 (n = 4 tested)" in tip and "lookup 0.80 (n = 5 tested)" in tip, tip
     xs, ks = view.k_line.getData()
