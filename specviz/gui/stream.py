@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
-from PySide6.QtGui import QColor, QHelpEvent, QMouseEvent, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QHelpEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QTextCharFormat,
+    QTextCursor,
+)
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
@@ -33,6 +42,9 @@ DRAFTER_WORDS = {
     "lookup": "prompt lookup: copied what followed the same words earlier (q one-hot)",
 }
 DRAFTER_MARK = QTextCharFormat.UnderlineStyle.DotLine
+# Qt's own underline is a hairline, gone from the back of a room: the view draws the mark
+# again over it, as a dotted line this thick (px) just below the token's line.
+DRAFTER_MARK_WIDTH = 3
 
 
 def drafter_marked(fmt: QTextCharFormat, drafter: str) -> QTextCharFormat:
@@ -81,6 +93,8 @@ class TokenStreamView(QTextEdit):
         self.strike_delay_s = strike_delay_s
         self.spans: list[TokenSpan] = []
         self._starts: list[int] = []
+        self._marked: list[TokenSpan] = []  # spans not drafted by the model, in order
+        self._marked_starts: list[int] = []
         self._pending_strikes: list[tuple[float, TokenSpan]] = []
         self._formats = {kind: char_format(kind) for kind in FATES}
         # A rejected draft first appears unstruck at full size, so the audience reads the
@@ -98,6 +112,8 @@ class TokenStreamView(QTextEdit):
         self.document().clear()
         self.spans.clear()
         self._starts.clear()
+        self._marked.clear()
+        self._marked_starts.clear()
         self._pending_strikes.clear()
         self._cursor = QTextCursor(self.document())
 
@@ -165,6 +181,9 @@ class TokenStreamView(QTextEdit):
                          text, draft, extra, rnd)
         self.spans.append(span)
         self._starts.append(start)
+        if kind in ("accepted", "rejected") and draft is not None and draft.drafter != "model":
+            self._marked.append(span)
+            self._marked_starts.append(start)
         return span
 
     def apply_strikes(self, now: float | None = None) -> int:
@@ -257,6 +276,35 @@ class TokenStreamView(QTextEdit):
         return "<br>".join(lines)
 
     # -- Qt events ------------------------------------------------------------------------------
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        super().paintEvent(event)
+        if self._marked:
+            self._paint_marks()
+
+    def _paint_marks(self) -> None:
+        """The drafter mark, thick enough to read across a room; visible spans only."""
+        viewport = self.viewport()
+        first = self.cursorForPosition(QPoint(0, 0)).position()
+        last = self.cursorForPosition(QPoint(viewport.width(), viewport.height())).position()
+        lo = max(0, bisect.bisect_right(self._marked_starts, first) - 1)
+        hi = bisect.bisect_right(self._marked_starts, last)
+        if lo >= hi:
+            return
+        painter = QPainter(viewport)
+        pen = QPen(QColor(INK), DRAFTER_MARK_WIDTH, Qt.PenStyle.DotLine)
+        pen.setCapStyle(Qt.PenCapStyle.FlatCap)
+        painter.setPen(pen)
+        cursor = QTextCursor(self.document())
+        for span in self._marked[lo:hi]:
+            cursor.setPosition(span.start)
+            a = self.cursorRect(cursor)
+            cursor.setPosition(span.end)
+            b = self.cursorRect(cursor)
+            y = a.bottom() - 1
+            if b.top() == a.top():  # on one line (a token that wraps keeps the hairline)
+                painter.drawLine(a.left(), y, b.left(), y)
+        painter.end()
 
     def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if event.type() == QEvent.Type.ToolTip:
