@@ -375,3 +375,49 @@ def test_headline_check_catches_a_headline_without_the_reason() -> None:
 
     with pytest.raises(AssertionError):
         check_headline(old)
+
+
+# -- 7. the mark is drawn thick enough to see (pixels) ------------------------------------------
+
+
+def dark_pixels_below(view: TokenStreamView, span) -> tuple[int, int]:
+    """Near-black pixels in a band at the bottom of a token's line, and the token's width."""
+    from PySide6.QtGui import QTextCursor
+
+    image = view.viewport().grab().toImage()
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(span.start)
+    a = view.cursorRect(cursor)
+    cursor.setPosition(span.end)
+    b = view.cursorRect(cursor)
+    dark = 0
+    for x in range(a.left(), b.left()):
+        for y in range(a.bottom() - 4, a.bottom() + 3):
+            c = image.pixelColor(x, y)
+            dark += max(c.red(), c.green(), c.blue()) < 70  # ink; no fate's text is this dark
+    return dark, b.left() - a.left()
+
+
+def check_mark_pixels(qtbot) -> None:
+    view = fill_stream(qtbot, hybrid_events())
+    view.resize(900, 200)
+    view.show()
+    qtbot.waitExposed(view)
+    one_line = [s for s in view.spans if s.kind in ("accepted", "rejected") and "\n" not in s.text]
+    assert {s.draft.drafter for s in one_line} == {"model", "lookup"}
+    for span in one_line:
+        dark, width = dark_pixels_below(view, span)
+        if span.draft.drafter == "lookup":
+            assert dark >= width / 2, (span.text, dark, width)  # 3 px dots: about one per px
+        else:
+            assert dark <= width / 10, (span.text, dark, width)
+
+
+def test_lookup_tokens_carry_a_visible_mark(qtbot) -> None:
+    check_mark_pixels(qtbot)
+
+
+def test_pixel_check_catches_the_hairline_alone(qtbot, monkeypatch) -> None:
+    monkeypatch.setattr(TokenStreamView, "_paint_marks", lambda self: None)
+    with pytest.raises(AssertionError):
+        check_mark_pixels(qtbot)
