@@ -64,9 +64,8 @@ def legend_html() -> str:
     # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
     return (" &nbsp;".join(parts)
             + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
-              "<b>q</b>&nbsp;=&nbsp;draft, <span style='text-decoration:underline; "
-              "-qt-underline-style:dotted'>dotted</span>&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup"
-              "</span>")
+              "<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:#333'>"
+              "<b>⋯</b>&nbsp;dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
 
 INEXACT_WARNING = ("Lenience B = {b:g} < 1: drafts are kept more often than p allows, so this "
                    "output NO LONGER follows the target's distribution (not exact).")
