@@ -234,13 +234,6 @@ class RunView(QWidget):
     def clear_error(self) -> None:
         self.banner.hide()
         self.banner_close.hide()
-        # Lenience < 1 changes what the run means: said in the view, in words, all run long.
-        self.inexact = QLabel()
-        self.inexact.setWordWrap(True)
-        self.inexact.setStyleSheet("QLabel { background: #FFF0A0; color: #3D2C00; "
-                                   "border: 3px dashed #A03F00; padding: 6px; "
-                                   "font-size: 14pt; font-weight: bold; }")
-        self.inexact.hide()
         self.banner.clear()
 
     def select_round(self, index: int | None) -> None:

@@ -325,10 +325,15 @@ def test_a_model_run_shows_one_drafter(qtbot) -> None:
 def check_warning(qtbot, events: list, warned: bool) -> None:
     view = RunView(frame_ms=10_000)
     qtbot.addWidget(view)
+    view.resize(1200, 800)
+    view.show()
+    qtbot.waitExposed(view)
     for event in events:
         view.apply(event)
     view.flush(now=0.0)
-    assert view.inexact.isVisibleTo(view) == warned
+    # On screen, in the view (a label made elsewhere and never laid out shows nothing).
+    assert view.inexact.parentWidget() is view
+    assert view.inexact.isVisible() == warned
     if warned:
         text = view.inexact.text()
         assert "NO LONGER follows the target's distribution" in text and "0.7" in text
@@ -346,6 +351,20 @@ def test_warning_check_catches_a_view_that_trusts_the_rounds_only(qtbot, monkeyp
                         property(lambda self: self.tally.exact))
     with pytest.raises(AssertionError):
         check_warning(qtbot, hybrid_events(lenience=0.7)[:1], warned=True)
+
+
+def test_warning_check_catches_a_label_replaced_at_each_run(qtbot, monkeypatch) -> None:
+    from PySide6.QtWidgets import QLabel
+
+    real = RunView.clear_error
+
+    def clear_and_replace(self) -> None:  # the bug this file once had: a fresh, orphan label
+        real(self)
+        self.inexact = QLabel()
+
+    monkeypatch.setattr(RunView, "clear_error", clear_and_replace)
+    with pytest.raises(AssertionError):
+        check_warning(qtbot, hybrid_events(lenience=0.7), warned=True)
 
 
 def test_settings_default_is_exact() -> None:
