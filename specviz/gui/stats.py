@@ -138,6 +138,11 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._set_rounds(0)
         self._set_count_axis(0)
         self._update_drafting(RunRecord())  # whole-number axes before the first run
+        # The drafter names have descenders ("q", "lookup") that digits lack: a taller axis,
+        # and the same under the bars beside it so the three zero lines stay level.
+        for plot in (self.hist_plot, self.pos_plot, self.drafter_plot):
+            axis = plot.getAxis("bottom")
+            axis.setHeight(axis.height() + 6)
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
