@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -213,9 +214,13 @@ class MainWindow(QMainWindow):
         if not spec.target:
             self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
             return
-        if spec.draft is None and not self.baseline.isChecked():
-            self._on_failed(RunFailed("Choose a draft model (q), or tick 'Target alone'.",
-                                      "input"))
+        settings = self.sampling()
+        lookup = settings.drafter == "lookup" and not self.baseline.isChecked()
+        if lookup:  # prompt lookup drafts from the text itself: no draft model to load
+            spec = dataclasses.replace(spec, draft=None)
+        elif spec.draft is None and not self.baseline.isChecked():
+            self._on_failed(RunFailed("Choose a draft model (q), pick the lookup drafter, "
+                                      "or tick 'Target alone'.", "input"))
             return
         if not self.prompt.toPlainText().strip():
             # Without this the models generate from the chat template alone.
@@ -224,7 +229,7 @@ class MainWindow(QMainWindow):
             self.prompt.setFocus()
             return
         self.save_settings()
-        self.controller.start(spec, self.sampling(), self.prompt.toPlainText(),
+        self.controller.start(spec, settings, self.prompt.toPlainText(),
                               chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
                               paused=paused, steps=steps)
 

@@ -310,9 +310,15 @@ class RoundBarsView(QWidget):
     @staticmethod
     def _headline(rnd: Round, discarded: int, selected: bool) -> str:
         which = "selected round" if selected else "round"
+        # The K policy's reason for this round's K (adaptive policies), e.g. "α̂ 0.62 … → K 3".
+        why = f" <span style='color:#595959'>[{escape(rnd.policy_reason)}]</span>" \
+            if rnd.policy_reason else ""
         if rnd.k == 0:
-            return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token."
-        text = f"<b>{which.capitalize()} {rnd.index + 1}</b>: drafted {rnd.k}, " \
+            return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token." \
+                + why
+        drafters = sorted({d.drafter for d in rnd.drafted})
+        by = f" by {'+'.join(drafters)}" if drafters and drafters != ["model"] else ""
+        text = f"<b>{which.capitalize()} {rnd.index + 1}</b>: drafted {rnd.k}{by}{why}, " \
                f"<b>{rnd.n_accepted} accepted</b>"
         if rnd.extra is not None and rnd.extra.kind == "resampled":
             text += f", rejected at #{rnd.n_accepted + 1} → resampled “" \

@@ -64,7 +64,11 @@ def legend_html() -> str:
     # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
     return (" &nbsp;".join(parts)
             + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
-              "<b>q</b>&nbsp;=&nbsp;draft</span>")
+              "<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:#333'>"
+              "<b>⋯</b>&nbsp;dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
+
+INEXACT_WARNING = ("Lenience B = {b:g} < 1: drafts are kept more often than p allows, so this "
+                   "output NO LONGER follows the target's distribution (not exact).")
 
 
 class RunView(QWidget):
@@ -98,6 +102,13 @@ class RunView(QWidget):
         banner_row.addWidget(self.banner_close)
         self.banner.hide()
         self.banner_close.hide()
+        # Lenience < 1 changes what the run means: said in the view, in words, all run long.
+        self.inexact = QLabel()
+        self.inexact.setWordWrap(True)
+        self.inexact.setStyleSheet("QLabel { background: #FFF0A0; color: #3D2C00; "
+                                   "border: 3px dashed #A03F00; padding: 6px; "
+                                   "font-size: 14pt; font-weight: bold; }")
+        self.inexact.hide()
 
         self.legend = QLabel(legend_html())
         legend_font = QFont()
@@ -142,6 +153,7 @@ class RunView(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
         layout.addLayout(banner_row)
+        layout.addWidget(self.inexact)
         layout.addWidget(self.legend)
         layout.addLayout(info_row)
         layout.addWidget(self.speed)
@@ -263,6 +275,15 @@ class RunView(QWidget):
             step = self.target_step_s.get(key)
         self.speed.update_from(rec.speed(baseline, step), rec.speculative)
         self.info.setText(self.info_text())
+        self._show_exactness()
+
+    def _show_exactness(self) -> None:
+        rec = self.record
+        inexact = rec.started is not None and rec.speculative and not rec.exact
+        if inexact:
+            assert rec.started is not None
+            self.inexact.setText("⚠ " + INEXACT_WARNING.format(b=rec.started.settings.lenience))
+        self.inexact.setVisible(inexact)
 
     def info_text(self) -> str:
         """One line: pair, mode, settings, progress."""
@@ -270,10 +291,16 @@ class RunView(QWidget):
         if rec.started is None:
             return self.info.text()
         s, pair = rec.started.settings, rec.started.pair
-        who = f"{pair.draft} → {pair.target}" if rec.speculative and pair.draft else \
+        who = f"{pair.draft or 'lookup'} → {pair.target}" if rec.speculative else \
             f"{pair.target} alone"
         temp = "greedy" if s.temperature == 0 else f"T={s.temperature:g}"
-        parts = [who, f"K={s.k}" if rec.speculative else "baseline", temp, f"seed {s.seed}",
+        if rec.speculative:
+            kind = f"K={s.k}" if s.k_policy == "fixed" else f"K {s.k_policy} (from {s.k})"
+            if s.drafter != "model":
+                kind = f"{s.drafter} drafter, {kind}"
+            if rec.rounds and rec.rounds[-1].policy_reason:
+                kind += f" [{rec.rounds[-1].policy_reason}]"
+        parts = [who, kind if rec.speculative else "baseline", temp, f"seed {s.seed}",
                  f"{len(rec.rounds)} rounds", f"{rec.token_count} tokens"]
         if rec.finished is not None:
             parts.append("done: " + STOP_REASONS.get(rec.finished.stop_reason,

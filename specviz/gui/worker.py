@@ -509,7 +509,10 @@ class DecodeController(QObject):
         self._set_state("paused" if paused else "running")
         if self.closing:
             self._end_undispatched(job)
-        elif self.pair is not None and self.pair_spec == pair:
+        elif self.pair is not None and self.pair_spec is not None and (
+                self.pair_spec == pair or (pair.draft is None and not baseline
+                                           and self._same_target(self.pair_spec, pair))):
+            # A lookup run (draft None) reuses a loaded pair's target; its draft stays unused.
             self._dispatch(job)
         elif self.failed_spec == pair and self.last_failure is not None and \
                 not (self._wanted is not None and self._wanted.spec == pair):
@@ -522,6 +525,11 @@ class DecodeController(QObject):
             self._pending = job
             self._start_load(pair)
         return job
+
+    @staticmethod
+    def _same_target(loaded: PairSpec, wanted: PairSpec) -> bool:
+        return (loaded.target, loaded.device, loaded.dtype) == \
+            (wanted.target, wanted.device, wanted.dtype)
 
     def _dispatch(self, job: RunJob) -> None:
         job = dataclasses.replace(job, models=self.pair)
