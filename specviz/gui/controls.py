@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import Settings
-from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS
+from specviz.core.presets import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS  # torch-free
 
 CUSTOM = "Custom: hub id, folder or .gguf"
 DEVICES = ("auto", "cpu", "cuda", "mps")

@@ -180,6 +180,21 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         return [rounds * p for p in probs]
 
 
+def paper_tooltip(stats: SpeedStats) -> str:
+    """The paper's form (verify = one step) beside the measured one, for the tooltip."""
+    lines = ["Expected speedup = E[tokens per round] ÷ (K·c + v), in one-token target steps:",
+             "E = (1 − α^(K+1)) / (1 − α), c = draft pass ÷ step, v = verify pass ÷ step."]
+    if stats.target_step_s > 0:
+        lines.append(f"Measured: c = {stats.cost_ratio:.2f}, v = {stats.verify_cost:.2f} "
+                     f"(step {stats.target_step_s * 1000:.1f} ms).")
+    else:
+        lines.append("No target step measured yet (it is timed when a pair loads): no figure.")
+    if stats.paper_speedup:
+        lines.append(f"Paper's form (Leviathan et al., v = 1): {stats.paper_speedup:.2f}×, "
+                     "which assumes verifying K + 1 positions costs one step.")
+    return "\n".join(lines)
+
+
 class SpeedView(QWidget):
     """Big numbers: tokens/s, target passes per token, expected and measured speedup.
 
@@ -195,10 +210,9 @@ class SpeedView(QWidget):
         ("expected_speedup", "expected speedup"),
         ("measured_speedup", "measured speedup"),
     )
-    AGAINST = {"baseline run": "vs baseline run",
-               "estimate: no baseline run": "estimate: no baseline"}
-    FORMULA = ("expected = (1 − α<sup>K+1</sup>) / ((1 − α)(K·c + 1)), "
-               "c = draft pass / verify pass")
+    AGAINST: dict[str, str] = {}  # what measured_against reads as under the number
+    FORMULA = ("expected = E[tokens / round] ÷ (K·c + v), E = (1 − α<sup>K+1</sup>) / (1 − α);"
+               " c, v = draft pass, verify pass ÷ one target step")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -285,12 +299,18 @@ class SpeedView(QWidget):
         dash = "—"
         self.values["alpha"].setText(f"{stats.alpha:.2f}" if speculative else dash)
         self.values["cost_ratio"].setText(f"{stats.cost_ratio:.2f}" if speculative else dash)
-        self.values["expected_speedup"].setText(f"{stats.expected_speedup:.2f}×")
+        self.values["expected_speedup"].setText(
+            f"{stats.expected_speedup:.2f}×" if stats.expected_speedup else dash)
+        tip = paper_tooltip(stats)
+        self.values["expected_speedup"].setToolTip(tip)
+        self.names["expected_speedup"].setToolTip(tip)
         self.values["measured_speedup"].setText(
             f"{stats.measured_speedup:.2f}×" if stats.measured_speedup else dash)
         against = self.AGAINST.get(stats.measured_against, stats.measured_against)
+        # Long references break before "measured at load" so the caption stays narrow.
+        against = against.replace(" measured at load", "\nmeasured at load")
         self.names["measured_speedup"].setText("measured speedup"
                                                + (f"\n{against}" if against else ""))
         self.names["measured_speedup"].setToolTip(
-            f"Measured speedup ({stats.measured_against})" if stats.measured_against
-            else self.FORMULA)
+            "Measured: tokens/s of this run ÷ tokens/s of the target alone (a race), or ÷ "
+            "1 / (the target's one-token step, timed when the pair loaded). Never estimated.")
