@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from html import escape
 
@@ -34,7 +33,9 @@ PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; th
 PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
 BAR = 0.4  # bar thickness; p above q within a candidate's row
-X_STEP = 0.05  # the probability axis ends on a multiple of this
+# Where the probability axis may end: a few fixed ends, so a new top probability each round
+# seldom moves the axis (a range change re-lays out and repaints the plot's axes).
+X_ENDS = (0.11, 0.22, 0.33, 0.44, 0.55, 0.77, 1.1)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class BarPanel:
         policy = self.plot.sizePolicy()
         policy.setRetainSizeWhenHidden(True)
         self.plot.setSizePolicy(policy)
+        for name in ("left", "bottom"):  # no unit label: no setHtml on every range change
+            self.plot.getAxis(name).enableAutoSIPrefix(False)
 
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
              title: str, p_color: str = P_COLOR) -> None:
@@ -157,8 +160,7 @@ class BarPanel:
         # repaints the plot (a frame's fixed cost), and most rounds change only the bars.
         if self._changed("labels", self.labels):
             self.plot.getAxis("left").setTicks([list(enumerate(self.labels)), []])
-        # The x range in steps of 0.05: a new top probability each round does not move it.
-        right = math.ceil(top * 1.1 / X_STEP - 1e-9) * X_STEP
+        right = next((end for end in X_ENDS if end >= top * 1.1 - 1e-9), top * 1.1)
         if self._changed("x", right):
             self.plot.setXRange(0, right, padding=0)
             self.plot.getAxis("bottom").setTicks([_x_ticks(right), []])

@@ -35,6 +35,7 @@ def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
     for name in ("left", "bottom"):
         # Labels at the ends of an axis may reach past it (into the margin) rather than vanish.
         plot.getAxis(name).setStyle(tickFont=font, hideOverlappingLabels=False)
+        plot.getAxis(name).enableAutoSIPrefix(False)  # no unit label: no setHtml per range
     # No showGrid: a gridded axis clips its end labels to the plot ("0" and "1" vanish).
     for y in (0.5, 1.0):
         plot.addItem(pg.InfiniteLine(y, angle=0, movable=False, pen=pg.mkPen("#DDDDDD")))
