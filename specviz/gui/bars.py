@@ -8,7 +8,14 @@ from html import escape
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsItem,
+    QLabel,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
 
@@ -129,6 +136,8 @@ class BarPanel:
         self.plot.setSizePolicy(policy)
         for name in ("left", "bottom"):  # no unit label: no setHtml on every range change
             self.plot.getAxis(name).enableAutoSIPrefix(False)
+            # New bars next to an axis repaint it: from a pixmap, not its text drawn again.
+            self.plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
              title: str, p_color: str = P_COLOR) -> None:

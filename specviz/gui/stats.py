@@ -127,7 +127,10 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             [integer_ticks(shown, most=6, first=1, cover=False), []])
 
     def _set_rounds(self, n: int) -> None:
-        shown = max(n, 5)
+        # Past ten rounds the axis grows in steps of about a tenth of it (1-2-5): not every
+        # round (each change re-lays out and repaints the axis), never more than ~20% empty.
+        step = next(m * 10**e for e in range(12) for m in (1, 2, 5) if m * 10**e * 10 >= n)
+        shown = max(5, -(-n // step) * step)
         if shown == self._n:
             return
         self._n = shown

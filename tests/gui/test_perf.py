@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 from benchmarks.frame_cost import scripted_rounds
 from specviz.gui.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
 from specviz.gui.run_view import RunView
+from specviz.gui.stats import AcceptanceView
 
 # The offscreen platform cannot resize a window to its size hints; a real screen can.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -161,3 +162,61 @@ def test_old_redraw_of_everything_is_caught(view: RunView, monkeypatch) -> None:
     monkeypatch.setattr(BarPanel, "_changed", lambda self, key, value: True)  # no memory
     counts = redraw_same_round(view)
     assert counts["setHtml"] > 0 and counts["setTicks"] > 0, counts
+
+
+def frames_with_a_past_round_selected(view: RunView) -> Counter:
+    """Calls of bars.show_round over frames of new rounds while the user looks at round 1."""
+    events = scripted_rounds(4, 8)
+    for e in events[:3]:
+        view.apply(e)
+    view.flush(now=0.0)
+    view.select_round(0)
+    counts: Counter = Counter()
+    spy(counts, "show_round", view.bars, "show_round")
+    for i, e in enumerate(events[3:]):
+        view.apply(e)
+        view.flush(now=float(i + 1))
+    assert view.bars.round is view.record.rounds[0]
+    return counts
+
+
+def test_frames_leave_a_selected_round_as_drawn(view: RunView) -> None:
+    assert frames_with_a_past_round_selected(view)["show_round"] == 0
+    view.select_round(None)  # following the live round again draws it at once
+    assert view.bars.round is view.record.rounds[-1]
+    assert "Selected" not in view.bars.header.text()
+
+
+def rate_axis_changes(view: RunView, rounds: int = 60) -> int:
+    """How often the acceptance-over-rounds x axis moved over ``rounds`` frames of one round."""
+    events = scripted_rounds(4, rounds)
+    counts: Counter = Counter()
+    spy(counts, "setXRange", view.acceptance.rate_plot, "setXRange")
+    for i, e in enumerate(events):
+        view.apply(e)
+        view.flush(now=float(i))
+    return counts["setXRange"]
+
+
+def test_the_rounds_axis_grows_in_steps(view: RunView) -> None:
+    assert rate_axis_changes(view) <= 20  # 5..10, 12..20 by 2, 25..50 by 5, 60: 17 (old: 56)
+    end = view.acceptance.rate_plot.getViewBox().viewRange()[0][1]
+    assert 60 <= end <= 60 * 1.2 + 1  # holds every round, without much room to spare
+
+
+def test_old_bars_redraw_on_every_frame_is_caught(view: RunView, monkeypatch) -> None:
+    redraw = RunView._redraw
+    monkeypatch.setattr(RunView, "_redraw", lambda self, bars=True: redraw(self, True))
+    assert frames_with_a_past_round_selected(view)["show_round"] > 0
+
+
+def test_old_rounds_axis_moving_every_round_is_caught(view: RunView, monkeypatch) -> None:
+    def old_set_rounds(self, n: int) -> None:
+        shown = max(n, 5)
+        if shown == self._n:
+            return
+        self._n = shown
+        self.rate_plot.setXRange(0.5, shown + 0.5, padding=0)
+
+    monkeypatch.setattr(AcceptanceView, "_set_rounds", old_set_rounds)
+    assert rate_axis_changes(view) > 20
