@@ -85,6 +85,7 @@ class RunView(QWidget):
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
         self._dirty = False
+        self._bars_selected = False  # whether the bars' round was drawn as a selected one
 
         ui_font = QFont()
         ui_font.setPointSize(UI_POINT_SIZE)
@@ -201,7 +202,7 @@ class RunView(QWidget):
         self.stream.add_rounds(rounds, now)  # also strikes rejected drafts that are due
         if self._dirty:
             self._dirty = False
-            self._redraw()
+            self._redraw(bars=False)
 
     def _on_timeout(self) -> None:
         self.flush()
@@ -264,9 +265,14 @@ class RunView(QWidget):
             return rounds[self.selected]
         return rounds[-1] if rounds else None
 
-    def _redraw(self) -> None:
+    def _redraw(self, bars: bool = True) -> None:
+        """Every view from the record; ``bars=False``: the bars only if their round changed."""
         rec = self.record
-        self.bars.show_round(self.shown_round(), selected=self.selected is not None)
+        shown, selected = self.shown_round(), self.selected is not None
+        # A past round picked while the run goes on: the frames after it leave its panels be.
+        if bars or shown is not self.bars.round or selected != self._bars_selected:
+            self.bars.show_round(shown, selected=selected)
+            self._bars_selected = selected
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
         if rec.started is not None:

@@ -38,6 +38,7 @@ def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
     for name in ("left", "bottom"):
         # Labels at the ends of an axis may reach past it (into the margin) rather than vanish.
         plot.getAxis(name).setStyle(tickFont=font, hideOverlappingLabels=False)
+        plot.getAxis(name).enableAutoSIPrefix(False)  # no unit label: no setHtml per range
     # No showGrid: a gridded axis clips its end labels to the plot ("0" and "1" vanish).
     for y in (0.5, 1.0):
         plot.addItem(pg.InfiniteLine(y, angle=0, movable=False, pen=pg.mkPen("#DDDDDD")))
@@ -158,7 +159,10 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             [integer_ticks(shown, most=6, first=1, cover=False), []])
 
     def _set_rounds(self, n: int) -> None:
-        shown = max(n, 5)
+        # Past ten rounds the axis grows in steps of about a tenth of it (1-2-5): not every
+        # round (each change re-lays out and repaints the axis), never more than ~20% empty.
+        step = next(m * 10**e for e in range(12) for m in (1, 2, 5) if m * 10**e * 10 >= n)
+        shown = max(5, -(-n // step) * step)
         if shown == self._n:
             return
         self._n = shown
