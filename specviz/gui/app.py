@@ -31,6 +31,7 @@ from .replay import Replayer
 from .run_view import RunView
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec, background_threads
+from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {
@@ -136,6 +137,19 @@ class MainWindow(QMainWindow):
         self.present_action.toggled.connect(self._on_present_toggled)
         view_menu.addAction(self.present_action)
         self.addAction(self.present_action)
+        self._build_stage_keys(view_menu)
+
+    def _build_stage_keys(self, view_menu) -> None:  # noqa: ANN001
+        """Zoom (Ctrl +/-/0, Ctrl+wheel), clicker keys and Esc (gui/zoom.py)."""
+        self.zoom = Zoom(self.run_view)
+        self.stage_actions = add_actions(
+            self, self.zoom,
+            forward=lambda: step_forward(self.run_view, self.step),
+            back=lambda: step_back(self.run_view),
+            leave=lambda: self.present_action.setChecked(False))
+        view_menu.addSeparator()
+        for name in ("zoom_in", "zoom_out", "zoom_reset"):
+            view_menu.addAction(self.stage_actions[name])
 
     def _build_status(self) -> None:
         self.status_label = ElidedLabel("Starting…")  # a long error must not widen the window
@@ -315,9 +329,13 @@ class MainWindow(QMainWindow):
     def _on_present_toggled(self, on: bool) -> None:
         """F11: full screen without controls; again: the window exactly as it was."""
         if on:
+            self._zoom_before = self.zoom.factor
+            self.zoom.set_factor(max(self.zoom.factor, presentation_factor(self)))
             self.presentation.enter()
+            self.run_view.setFocus()  # clicker keys reach the window, not the prompt
         else:
             self.presentation.leave()
+            self.zoom.set_factor(getattr(self, "_zoom_before", 1.0))
 
     # -- closing ---------------------------------------------------------------------------
 

@@ -85,7 +85,8 @@ def _title_min(label: pg.LabelItem) -> None:
 class BarPanel:
     """One plot: horizontal bars, token labels on the left axis; made once, updated in place."""
 
-    def __init__(self, font: QFont) -> None:
+    def __init__(self, font: QFont, scale: float = 1.0) -> None:
+        self.scale = scale  # zoom (gui/zoom.py): fonts, axis width and title size follow it
         self.plot = pg.PlotItem()
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -94,17 +95,13 @@ class BarPanel:
         left = self.plot.getAxis("left")
         # Every candidate's label is drawn, the first and last too (they reach past the axis).
         left.setStyle(tickFont=font, tickLength=0, hideOverlappingLabels=False)
-        left.setWidth(AXIS_WIDTH)
         bottom = self.plot.getAxis("bottom")
-        small = QFont(font)
-        small.setPointSizeF(font.pointSizeF() * 0.8)
-        bottom.setStyle(tickFont=small, hideOverlappingLabels=False)
+        bottom.setStyle(hideOverlappingLabels=False)
         # The title spans the label axis too, so three lines of it fit a narrow panel.
         title = self.plot.titleLabel
         self.plot.layout.removeItem(title)
         self.plot.layout.addItem(title, 0, 0, 1, 3)
-        self.title_height = 3 * QFontMetricsF(font).lineSpacing() * 1.25 + 8
-        self.metrics = QFontMetricsF(font)
+        self.set_font(font, scale)
         self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=P_COLOR,
                                       pen=pg.mkPen(None))
         self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=Q_COLOR,
@@ -119,6 +116,19 @@ class BarPanel:
         self.plot.titleLabel.updateMin = lambda label=self.plot.titleLabel: _title_min(label)
         self.labels: list[str] = []
         self.title = ""
+
+    def set_font(self, font: QFont, scale: float) -> None:
+        """Tick fonts, label axis width and title room for a zoom ``scale`` (font: unscaled)."""
+        self.scale = scale
+        big = QFont(font)
+        big.setPointSizeF(font.pointSizeF() * scale)
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.8 * scale)
+        self.plot.getAxis("left").setStyle(tickFont=big)
+        self.plot.getAxis("left").setWidth(round(AXIS_WIDTH * scale))
+        self.plot.getAxis("bottom").setStyle(tickFont=small)
+        self.title_height = 3 * QFontMetricsF(big).lineSpacing() * 1.25 + 8
+        self.metrics = QFontMetricsF(big)
 
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
              title: str, p_color: str = P_COLOR) -> None:
@@ -139,7 +149,7 @@ class BarPanel:
             self.mark.setOpts(x0=[], y=[], width=[])
         # Cut by pixels, not characters: eight CJK characters are wider than ten Latin ones,
         # and a label wider than the axis is not drawn at all.
-        room = AXIS_WIDTH - 14
+        room = AXIS_WIDTH * self.scale - 14
         self.labels = [self.metrics.elidedText(("▶ " if i == marked else "") + r,
                                                Qt.TextElideMode.ElideRight, room)
                        for i, r in enumerate(rows)]
@@ -148,7 +158,7 @@ class BarPanel:
         self.plot.getAxis("bottom").setTicks([_x_ticks(top * 1.1), []])
         self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
-        self.plot.setTitle(title, size=f"{PLOT_POINT_SIZE - 1}pt")
+        self.plot.setTitle(title, size=f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt")
         # setTitle fixes the title row at 30 px (one line); ours has three.
         self.plot.titleLabel.setMaximumHeight(self.title_height)
         self.plot.layout.setRowFixedHeight(0, self.title_height)
@@ -166,6 +176,7 @@ class RoundBarsView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.scale = 1.0  # zoom: set_scale
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE)
         self._font = QFont(font)
@@ -202,10 +213,11 @@ class RoundBarsView(QWidget):
         self.panels: list[BarPanel] = []  # grows to the largest round seen, then reused
         self._placed: list[tuple[int, int, int]] = []  # (panel, row, col) now in the layout
         self.round: Round | None = None
+        self._selected = False
 
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
-            self.panels.append(BarPanel(self._font))
+            self.panels.append(BarPanel(self._font, self.scale))
         return self.panels[i]
 
     def visible_panels(self) -> list[BarPanel]:
@@ -214,7 +226,7 @@ class RoundBarsView(QWidget):
     def columns(self, count: int) -> int:
         """As many columns as fit the width; more panels wrap to further rows."""
         width = self.scroll.viewport().width() - self.scroll.verticalScrollBar().sizeHint().width()
-        fit = max(1, int(width) // PANEL_MIN_WIDTH)
+        fit = max(1, int(width) // round(PANEL_MIN_WIDTH * self.scale))
         return max(1, min(count, fit))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
@@ -227,9 +239,9 @@ class RoundBarsView(QWidget):
         if count:
             self._panel(count - 1)  # make sure every panel exists before sizing them
         rows = -(-count // cols) if count else 1
-        self.graphics.setMinimumHeight(rows * PANEL_MIN_HEIGHT)
+        self.graphics.setMinimumHeight(round(rows * PANEL_MIN_HEIGHT * self.scale))
         # A lone panel (a baseline round) gets a third of the width, not all of it.
-        lone = max(PANEL_MIN_WIDTH, self.scroll.viewport().width() // 3)
+        lone = max(round(PANEL_MIN_WIDTH * self.scale), self.scroll.viewport().width() // 3)
         for panel in self.panels:
             panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
         wanted = [(i, i // cols, i % cols) for i in range(count)]
@@ -246,9 +258,17 @@ class RoundBarsView(QWidget):
         # Re-filling the grid shrinks the top item to its size hint; give it the view back.
         layout.setGeometry(QRectF(self.graphics.viewport().rect()))
 
+    def set_scale(self, scale: float) -> None:
+        """Zoom every panel (tick fonts, axis, titles, room per panel) and redraw the round."""
+        self.scale = scale
+        for panel in self.panels:
+            panel.set_font(self._font, scale)
+        self.show_round(self.round, self._selected)
+
     def show_round(self, rnd: Round | None, selected: bool = False) -> None:
         """Draw one round: a panel per decided draft position, then the extra token's panel."""
         self.round = rnd
+        self._selected = selected
         if rnd is None:
             self._place(0)
             self.header.setText("No round yet: press Run (F5) or Step (F10).")
@@ -268,7 +288,7 @@ class RoundBarsView(QWidget):
         marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
         verdict = ("<span style='color:#00507D'>✓ accepted</span>" if d.status == "accepted"
                    else "<span style='color:#A03F00'>✗ rejected</span>")
-        small = f"<span style='font-size:{PLOT_POINT_SIZE - 1}pt'>"
+        small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
         title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
                  f"<b>{verdict}</b><br>"
                  f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
@@ -291,7 +311,8 @@ class RoundBarsView(QWidget):
         fate = FATES[e.kind]
         title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
                  f"<b><span style='color:{fate.foreground}'>{fate.label}</span></b><br>"
-                 f"<span style='font-size:{PLOT_POINT_SIZE - 1}pt'>{detail}</span>")
+                 f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
+                 f"{detail}</span>")
         labels = [token_label(r[1], LABEL_CHARS) for r in rows]
         panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
 

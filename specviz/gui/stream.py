@@ -68,6 +68,31 @@ class TokenStreamView(QTextEdit):
         struck = self._formats["rejected"]
         struck.setFontPointSize(struck.fontPointSize() * REJECTED_SCALE)
         self._cursor = QTextCursor(self.document())
+        self.scale = 1.0  # zoom (gui/zoom.py)
+
+    def set_scale(self, scale: float) -> None:
+        """Zoom: every fragment already drawn and every format to come, by the same ratio."""
+        ratio = scale / self.scale
+        self.scale = scale
+        for fmt in self._formats.values():
+            fmt.setFontPointSize(fmt.fontPointSize() * ratio)
+        block = self.document().begin()
+        cursor = QTextCursor(self.document())
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                frag = it.fragment()
+                size = frag.charFormat().fontPointSize()
+                if frag.isValid() and size > 0:
+                    cursor.setPosition(frag.position())
+                    cursor.setPosition(frag.position() + frag.length(),
+                                       QTextCursor.MoveMode.KeepAnchor)
+                    fmt = QTextCharFormat()
+                    fmt.setFontPointSize(size * ratio)
+                    cursor.mergeCharFormat(fmt)
+                it += 1
+            block = block.next()
+        self._cursor.movePosition(QTextCursor.MoveOperation.End)
 
     # -- building ---------------------------------------------------------------------------
 
