@@ -150,6 +150,23 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         for name in ("zoom_in", "zoom_out", "zoom_reset"):
             view_menu.addAction(self.stage_actions[name])
+        view_menu.addSeparator()
+        self.template_action = QAction("Show the chat template", self)
+        self.template_action.setCheckable(True)
+        self.template_action.setToolTip("Off: the stream shows your prompt, not the system "
+                                        "prompt and turn markers the template wraps it in")
+        self.template_action.toggled.connect(self.run_view.set_show_template)
+        view_menu.addAction(self.template_action)
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self.copy_output_action = QAction("Copy output (generated text alone)", self)
+        self.copy_output_action.setShortcut(QKeySequence("Ctrl+Shift+C"))
+        self.copy_output_action.triggered.connect(self.copy_output)
+        edit_menu.addAction(self.copy_output_action)
+        self.addAction(self.copy_output_action)
+
+    def copy_output(self) -> None:
+        """The generated text, without the prompt or rejected drafts, to the clipboard."""
+        QApplication.clipboard().setText(self.run_view.output_text())
 
     def _build_status(self) -> None:
         self.status_label = ElidedLabel("Starting…")  # a long error must not widen the window
@@ -235,6 +252,7 @@ class MainWindow(QMainWindow):
             self.prompt.setFocus()
             return
         self.save_settings()
+        self.run_view.user_prompt = self.prompt.toPlainText()
         self.controller.start(spec, self.sampling(), self.prompt.toPlainText(),
                               chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
                               paused=paused, steps=steps)

@@ -49,9 +49,16 @@ def candidates(d: DraftPosition, n: int = N_SHOW) -> list[Candidate]:
     q = dict(zip(d.q_top.ids, d.q_top.probs, strict=True))
     text = dict(zip(d.q_top.ids, d.q_top.texts, strict=True))
     text.update(zip(d.p_top.ids, d.p_top.texts, strict=True))
-    ids = sorted(set(p) | set(q), key=lambda i: (-p.get(i, 0.0), -q.get(i, 0.0), i))[:n]
-    if d.token_id not in ids:
-        ids[-1] = d.token_id
+    # An id with p = q = 0 (a special token in a top-N of a peaked distribution) says nothing.
+    shown = {i for i in set(p) | set(q) if p.get(i, 0.0) > 0 or q.get(i, 0.0) > 0}
+    ids = sorted(shown, key=lambda i: (-p.get(i, 0.0), -q.get(i, 0.0), i))[:n]
+    if not ids:
+        ids = [d.token_id]
+    elif d.token_id not in ids:
+        if len(ids) < n:
+            ids.append(d.token_id)
+        else:
+            ids[-1] = d.token_id
     p.setdefault(d.token_id, d.p)
     q.setdefault(d.token_id, d.q)
     text.setdefault(d.token_id, d.text)
@@ -60,7 +67,10 @@ def candidates(d: DraftPosition, n: int = N_SHOW) -> list[Candidate]:
 
 def top_candidates(dist: TopN, chosen: int, n: int = N_SHOW) -> list[tuple[int, str, float]]:
     """The first ``n`` entries of a top-N, keeping ``chosen`` in view."""
-    rows = list(zip(dist.ids, dist.texts, dist.probs, strict=True))[:n]
+    rows = [r for r in zip(dist.ids, dist.texts, dist.probs, strict=True)
+            if r[2] > 0 or r[0] == chosen][:n]  # zero-probability ids say nothing
+    if not rows:
+        return rows
     if chosen not in [r[0] for r in rows]:
         extra = [r for r in zip(dist.ids, dist.texts, dist.probs, strict=True) if r[0] == chosen]
         if extra:

@@ -78,6 +78,8 @@ class RunView(QWidget):
         self.queue: deque[Event] = deque()
         self.selected: int | None = None  # a round the user clicked; None follows the latest
         self.baseline_tokens_per_s: dict[tuple[str, str], float] = {}
+        self.user_prompt: str | None = None  # the text the app sent (found in the template)
+        self.show_template = False  # the chat template hidden: the user's words only
         self._dirty = False
 
         ui_font = QFont()
@@ -199,7 +201,22 @@ class RunView(QWidget):
         self.selected = None
         self.follow_button.setEnabled(False)
         self.clear_error()
-        self.stream.begin(started)
+        self.stream.begin(started, self.user_prompt, self.show_template)
+
+    def set_show_template(self, on: bool) -> None:
+        """Show or hide the chat template: the stream is drawn again from the record."""
+        self.show_template = on
+        self.flush()
+        started = self.record.started
+        if started is None:
+            return
+        self.stream.begin(started, self.user_prompt, on)
+        self.stream.add_rounds(list(self.record.rounds), now=0.0)
+        self.stream.apply_strikes(now=float("inf"))
+
+    def output_text(self) -> str:
+        """The generated text alone (what "Copy output" copies)."""
+        return "".join(r.appended_text for r in self.record.rounds)
 
     def _finish(self, finished: RunFinished) -> None:
         started = self.record.started

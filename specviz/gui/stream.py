@@ -7,12 +7,13 @@ import time
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, Signal
 from PySide6.QtGui import QHelpEvent, QMouseEvent, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
 
+from .prompt_text import visible_prompt
 from .style import (
     FATES,
     char_format,
@@ -39,6 +40,7 @@ class TokenSpan:
     text: str
     draft: DraftPosition | None
     extra: ExtraToken | None
+    output: str = ""  # what this token adds to the generated text ("" for a rejected draft)
 
 
 class TokenStreamView(QTextEdit):
@@ -104,12 +106,37 @@ class TokenStreamView(QTextEdit):
         self._pending_strikes.clear()
         self._cursor = QTextCursor(self.document())
 
-    def begin(self, started: RunStarted) -> None:
-        """Show the prompt."""
+    def begin(self, started: RunStarted, user_prompt: str | None = None,
+              show_template: bool = False) -> None:
+        """Show the prompt: the user's words; the chat template too if ``show_template``."""
         self.clear_run()
         prompt_fmt = QTextCharFormat(self._formats["prompt"])
         prompt_fmt.setFontPointSize(prompt_fmt.fontPointSize() * 0.8)  # context, not content
-        self._cursor.insertText(started.prompt, prompt_fmt)
+        self._cursor.insertText(visible_prompt(started.prompt, user_prompt, show_template),
+                                prompt_fmt)
+
+    def output_text(self, start: int = 0, end: int | None = None) -> str:
+        """The generated text of the tokens drawn in [start, end): no rejected drafts, no marks.
+
+        Text before the first token (the prompt) is kept as shown, when it is selected.
+        """
+        end = self.document().characterCount() if end is None else end
+        first = self.spans[0].start if self.spans else end
+        parts = []
+        if start < first:
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(start)
+            cursor.setPosition(min(first, end), QTextCursor.MoveMode.KeepAnchor)
+            parts.append(cursor.selectedText().replace("\u2029", "\n"))
+        parts += [s.output for s in self.spans if s.start < end and s.end > start]
+        return "".join(parts)
+
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 - Qt override
+        """Copy gives the generated text alone: rejected drafts and ↵ marks left out."""
+        cursor = self.textCursor()
+        data = QMimeData()
+        data.setText(self.output_text(cursor.selectionStart(), cursor.selectionEnd()))
+        return data
 
     def add_rounds(self, rounds: list[Round], now: float | None = None) -> None:
         """Append the tokens of several rounds, and strike what is due, in one edit block.
@@ -137,8 +164,8 @@ class TokenStreamView(QTextEdit):
         for d in rnd.drafted:
             if d.status == "accepted" and d.index < kept:
                 self._insert(special_marker(rnd.appended_texts[d.index], d.text), "accepted",
-                             rnd, d.index,
-                             first + d.index, d, None)
+                             rnd, d.index, first + d.index, d, None,
+                             output=rnd.appended_texts[d.index])
             elif d.status == "rejected":
                 span = self._insert(inline_rejected(d.text), "rejected", rnd, d.index, None, d,
                                     None, fmt_key="rejected_pending")
@@ -149,11 +176,11 @@ class TokenStreamView(QTextEdit):
             i = rnd.n_accepted
             draft = rnd.drafted[i] if i < len(rnd.drafted) else None
             self._insert(special_marker(rnd.appended_texts[i], extra.text), extra.kind, rnd, i,
-                         first + i, draft, extra)
+                         first + i, draft, extra, output=rnd.appended_texts[i])
 
     def _insert(self, text: str, kind: str, rnd: Round, position: int, number: int | None,
                 draft: DraftPosition | None, extra: ExtraToken | None,
-                fmt_key: str | None = None) -> TokenSpan | None:
+                fmt_key: str | None = None, output: str = "") -> TokenSpan | None:
         if not text:  # the first half of a split character: it shows with the next token
             return None
         if kind != "rejected":
@@ -163,7 +190,7 @@ class TokenStreamView(QTextEdit):
         fmt = QTextCharFormat(self._formats[fmt_key or kind])
         self._cursor.insertText(text, fmt)
         span = TokenSpan(start, self._cursor.position(), kind, rnd.index, position, number,
-                         text, draft, extra)
+                         text, draft, extra, output)
         self.spans.append(span)
         self._starts.append(start)
         return span

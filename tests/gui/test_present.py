@@ -7,20 +7,28 @@ Broken variants each test catches (tried by hand, see the report):
 - presentation_factor returning 1.0: test_presentation_mode_is_readable_from_the_back
 - test_space_in_prompt_types guards typing (an editor keeps Space/arrows via ShortcutOverride,
   even for application-wide shortcuts); no variant of ours breaks it today.
+- find_user always None (template shown): test_chat_template_hidden_by_default
+- candidates / top_candidates without the p = q = 0 filter: test_bars_leave_out_zero_ids
+- no createMimeDataFromSelection override (copy keeps " sat" and ↵): test_copy_gives_generated...
 - presentation without Esc (leave action unbound / not unchecking F11): test_presentation_mode...
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QFontInfo, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
+from specviz.core.events import DraftPosition, TopN
 from specviz.gui.app import CUSTOM, MainWindow
+from specviz.gui.bars import candidates, top_candidates
+from specviz.gui.prompt_text import find_user
 from specviz.gui.run_view import RunView
 from specviz.gui.zoom import Zoom, px_per_pt
-from tests.gui.scripted import speculative_events
+from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
                                        "This plugin does not support raise")
@@ -162,3 +170,75 @@ def test_space_in_prompt_types(window: MainWindow, qtbot) -> None:
     window.prompt.moveCursor(window.prompt.textCursor().MoveOperation.End)
     qtbot.keyClick(window.prompt, Qt.Key.Key_Space)
     assert window.prompt.toPlainText() == "the cat "
+
+
+# -- noise: the chat template, p = q = 0 ids, copy ------------------------------------------
+
+CHATML = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+          "Face<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def templated(user: str) -> list:
+    events = speculative_events()
+    events[0] = dataclasses.replace(events[0], prompt=CHATML.format(user))
+    return events
+
+
+def play(view: RunView, events: list) -> None:
+    for e in events:
+        view.apply(e)
+    view.flush(now=0.0)
+    view.stream.apply_strikes(now=10.0)
+
+
+@pytest.mark.parametrize("known", [True, False])  # live run / replayed recording
+def test_chat_template_hidden_by_default(qtbot, known: bool) -> None:
+    v = RunView(frame_ms=10_000)
+    qtbot.addWidget(v)
+    v.user_prompt = "Once upon" if known else None
+    play(v, templated("Once upon"))
+    shown = "".join(t for t, _ in EXPECTED_TOKENS)
+    assert v.stream.toPlainText() == "Once upon\n" + shown
+    kinds = [(s.text, s.kind) for s in v.stream.spans]
+    v.set_show_template(True)
+    assert v.stream.toPlainText() == CHATML.format("Once upon") + shown
+    assert [(s.text, s.kind) for s in v.stream.spans] == kinds  # every token drawn again
+    assert all(v.stream.format_at(s.start).fontStrikeOut() == (s.kind == "rejected")
+               for s in v.stream.spans)
+    v.set_show_template(False)
+    assert v.stream.toPlainText() == "Once upon\n" + shown
+
+
+def test_find_user() -> None:
+    full = CHATML.format("  Summarise:\nthe cat sat. ")
+    start, end = find_user(full, "  Summarise:\nthe cat sat. ")
+    assert full[start:end] == "Summarise:\nthe cat sat."
+    assert find_user("plain prompt", "plain prompt") == (0, 12)
+    assert find_user("no template here", None) is None
+
+
+def test_bars_leave_out_zero_ids() -> None:
+    d = DraftPosition(index=0, token_id=1, text=" cat", q=0.6, p=0.3, ratio=0.5, r=0.2,
+                      status="accepted",
+                      q_top=TopN(ids=(1, 2, 50), texts=(" cat", " dog", "<|im_end|>"),
+                                 probs=(0.6, 0.4, 0.0)),
+                      p_top=TopN(ids=(1, 3, 50, 51), texts=(" cat", " sat", "<|im_end|>", "<s>"),
+                                 probs=(0.3, 0.7, 0.0, 0.0)))
+    assert [c.token_id for c in candidates(d)] == [3, 1, 2]  # by p, then q; no 50, no 51
+    dist = TopN(ids=(4, 50, 5), texts=(" a", "<s>", " b"), probs=(0.9, 0.0, 0.1))
+    assert [r[0] for r in top_candidates(dist, 4)] == [4, 5]
+
+
+def test_copy_gives_generated_text_alone(view: RunView, qtbot) -> None:
+    generated = " the cat dog on a\n猫 big mat"  # " sat", " red", " x" were rejected
+    assert view.output_text() == generated
+    view.stream.selectAll()
+    assert view.stream.createMimeDataFromSelection().text() == "Once upon" + generated
+    view.stream.copy()
+    assert QApplication.clipboard().text() == "Once upon" + generated
+
+
+def test_copy_output_action(window: MainWindow) -> None:
+    play(window.run_view, speculative_events())
+    window.copy_output_action.trigger()
+    assert QApplication.clipboard().text() == " the cat dog on a\n猫 big mat"
