@@ -8,8 +8,10 @@ Reports, with K = 4 (the issue's goals in brackets):
     SpeculativeDecoder: the α of Leviathan et al.'s speedup formula. Also accepted ÷ drafted,
     which counts the drafts after a rejection that were never tested, and so is lower:
     (α + … + α^K) / K for i.i.d. acceptance. And P(kept) per draft position;
-  * the same α on --free-prompts hand-written prompts outside the templates (no goal: how
-    far the draft carries beyond the kind of text it was distilled on);
+  * the same α on --free-prompts hand-written prompts outside the templates (FREE_PROMPTS)
+    and, separately, on the --eval-set hand-written evaluation set (issue 11: 48 prompts of
+    assets/prompts/eval_handwritten.txt that no training run sees; goals α ≥ 0.70 at T = 0,
+    ≥ 0.60 at T = 1);
   * cost of one cached single-token forward, draft / target [≤ 1/8];
   * end-to-end tokens/s at temperature 0, target alone vs speculative for each K in
     --speed-k, interleaved on the same prompts in one run [≥ 1.3x], and a check that greedy
@@ -20,9 +22,12 @@ Absolute times depend on the machine's load; the ratios are what to read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,10 +39,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
 from specviz.core.models import ModelPair, draft_id_table, load_pair  # noqa: E402
-from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
+from specviz.distill.prompts import (  # noqa: E402
+    free_prompts,
+    handwritten_prompts,
+    heldout_prompts,
+    read_lines,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_speed import forward_cost  # noqa: E402  (the same timer for both benchmarks)
+
+
+@contextlib.contextmanager
+def teacher_paused(enabled: bool) -> Iterator[None]:
+    """Pause a background teacher (`specviz distill teacher`, issue 11) while timing."""
+    running = enabled and subprocess.run(["pgrep", "-f", "specviz-teacher"],
+                                         capture_output=True, check=False).returncode == 0
+    if running:
+        subprocess.run(["pkill", "-STOP", "-f", "specviz-teacher"], check=False)
+        print("# teacher paused while timing (pkill -STOP -f specviz-teacher)", flush=True)
+    try:
+        yield
+    finally:
+        if running:
+            subprocess.run(["pkill", "-CONT", "-f", "specviz-teacher"], check=False)
+            print("# teacher resumed (pkill -CONT -f specviz-teacher)", flush=True)
 
 
 def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> RunFinished:
@@ -47,9 +73,15 @@ def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> 
     return done
 
 
-def prompts_for(pair: ModelPair, n: int, free: bool = False) -> list[str]:
-    """The first ``n`` held-out (or hand-written) prompts, chat-templated where it says so."""
-    pool = free_prompts() if free else heldout_prompts()
+def prompts_for(pair: ModelPair, n: int, free: bool = False,
+                eval_set: str | None = None) -> list[str]:
+    """The first ``n`` held-out (or hand-written, or evaluation-set) prompts, chat-templated
+    where it says so. ``eval_set``: "handwritten" or a prompt file, one prompt a line."""
+    if eval_set is not None:
+        pool = (handwritten_prompts() if eval_set == "handwritten"
+                else [(t, True) for t in read_lines(Path(eval_set))])
+    else:
+        pool = free_prompts() if free else heldout_prompts()
     return [chat_prompt(pair.tokenizer, text) if chat else text for text, chat in pool[:n]]
 
 
@@ -126,14 +158,21 @@ def main() -> int:
                          "(repeatable; the goals are then only for reference)")
     ap.add_argument("--free-prompts", type=int, default=12,
                     help="hand-written prompts outside the training templates (0: skip)")
+    ap.add_argument("--eval-set", default="handwritten", metavar="NAME_OR_FILE",
+                    help="hand-written evaluation set reported apart (handwritten: "
+                         "assets/prompts/eval_handwritten.txt; or a file; none: skip)")
+    ap.add_argument("--eval-prompts", type=int, default=48,
+                    help="prompts of --eval-set used (0: skip)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--speed-prompts", type=int, default=6, help="0: skip the timing")
     ap.add_argument("--speed-k", default="2,3,4", help="K values timed against the target")
-    ap.add_argument("--speed-set", choices=["heldout", "free"], default="heldout",
+    ap.add_argument("--speed-set", choices=["heldout", "free", "eval"], default="heldout",
                     help="prompts the speed is timed on (heldout: those of --prompt if given)")
     ap.add_argument("--reps", type=int, default=1, help="timed passes after one warm-up")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--no-pause-teacher", action="store_true",
+                    help="do not pause a running specviz-teacher while timing")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; "
@@ -149,9 +188,10 @@ def main() -> int:
     if pair.draft_vocab_map is not None:  # target ids -> the draft's reduced vocabulary
         draft_probe = draft_id_table(pair.draft_vocab_map, pair.vocab_size,
                                      pair.draft_oov_id)[probe]
-    t1, tk, d1 = (1000 * forward_cost(model, ids, n, reps=20) for model, ids, n in
-                  ((pair.target, probe, 1), (pair.target, probe, args.k + 1),
-                   (pair.draft, draft_probe, 1)))
+    with teacher_paused(not args.no_pause_teacher):
+        t1, tk, d1 = (1000 * forward_cost(model, ids, n, reps=20) for model, ids, n in
+                      ((pair.target, probe, 1), (pair.target, probe, args.k + 1),
+                       (pair.draft, draft_probe, 1)))
     cost = {"target_1_ms": t1, f"target_{args.k + 1}_ms": tk, "draft_1_ms": d1,
             "draft_over_target": d1 / t1}
     print(f"cost: target 1 token {t1:.1f} ms, {args.k + 1} tokens {tk:.1f} ms; draft 1 token "
@@ -180,13 +220,26 @@ def main() -> int:
                   f"tokens per round {r['tokens_per_round']:.2f}; output tokens outside the "
                   f"draft's vocabulary {r['outside_draft_vocab']:.1%}", flush=True)
 
+    if args.eval_prompts and args.eval_set != "none":
+        hand = prompts_for(pair, args.eval_prompts, eval_set=args.eval_set)
+        for temperature, goal in ((0.0, 0.7), (1.0, 0.6)):
+            r = acceptance(pair, hand, temperature, args.k, args.max_new_tokens)
+            results[f"eval_acceptance_t{temperature:g}"] = r
+            print(f"evaluation set {args.eval_set} ({len(hand)}), T={temperature:g}, "
+                  f"K={args.k}: α = {r['alpha']:.3f} (goal >= {goal}); accepted ÷ drafted = "
+                  f"{r['accepted_over_drafted']:.3f}; tokens per round "
+                  f"{r['tokens_per_round']:.2f}; output tokens outside the draft's "
+                  f"vocabulary {r['outside_draft_vocab']:.1%}", flush=True)
+
     ks = [int(k) for k in args.speed_k.split(",")]
     if not args.speed_prompts or not ks:
         return _write(args.json, results)
-    timed = prompts if args.speed_set == "heldout" else prompts_for(pair, 99, free=True)
-    s = speed(pair, timed[:args.speed_prompts], ks, args.max_new_tokens, args.reps)
+    timed = {"heldout": lambda: prompts, "free": lambda: prompts_for(pair, 99, free=True),
+             "eval": lambda: prompts_for(pair, 999, eval_set=args.eval_set)}[args.speed_set]()
+    with teacher_paused(not args.no_pause_teacher):
+        s = speed(pair, timed[:args.speed_prompts], ks, args.max_new_tokens, args.reps)
     results["speed_t0"] = s
-    timed_label = label if args.speed_set == "heldout" else "free"
+    timed_label = label if args.speed_set == "heldout" else args.speed_set
     print(f"speed at T=0 ({timed_label} prompts): target alone {s['target_tok_s']:.2f} "
           f"tok/s; greedy outputs differing from it: {s['greedy_mismatches']} (must be 0)",
           flush=True)

@@ -3,6 +3,8 @@
 
     .venv/bin/python scripts/screenshots.py [OUT_DIR]            # the bundled default pair
     .venv/bin/python scripts/screenshots.py OUT_DIR --tiny       # tiny random models (tests)
+    .venv/bin/python scripts/screenshots.py OUT_DIR --size 1366x768 --k 16
+    xvfb-run -s "-screen 0 1366x768x24" ... --platform xcb --maximized   # a real window
 
 Saves run.png (the window after the run), stream.png (the token stream alone),
 round-rejected.png and round-bonus.png (a round with a rejection / with full acceptance
@@ -22,7 +24,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+if "--platform" not in sys.argv:
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+else:
+    os.environ["QT_QPA_PLATFORM"] = sys.argv[sys.argv.index("--platform") + 1]
 
 SIZE = (1920, 1080)
 
@@ -41,9 +46,10 @@ def _wait(app: Any, done: Any, timeout_s: float) -> bool:
 def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str | None = None,
          target: str | None = None, prompt: str | None = None, k: int = 4,
          temperature: float = 0.8, max_new_tokens: int = 48, seed: int = 1,
-         timeout_s: float = 600.0) -> list[Path]:
+         timeout_s: float = 600.0, size: tuple[int, int] = SIZE,
+         maximized: bool = False) -> list[Path]:
     """Decode in a MainWindow and grab it; returns the PNG paths."""
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
 
     from specviz.gui.app import MainWindow, make_app
 
@@ -61,8 +67,13 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
         window = MainWindow(loader=loader, settings=store, draft=draft, target=target,
                             prompt=prompt, autoload=False)
         try:
-            window.resize(*SIZE)
-            window.show()
+            if maximized:  # as a first launch on a small screen does
+                window.showMaximized()
+            else:  # a first launch maximises on a small screen (the offscreen one is 800×800)
+                window.setWindowState(Qt.WindowState.WindowNoState)
+                window.resize(*size)
+                window.show()
+            _wait(app, lambda: False, 0.5)  # let a window manager place it
             window.k.setValue(k)
             window.temperature.setValue(temperature)
             window.max_new.setValue(max_new_tokens)
@@ -129,10 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--size", default="1920x1080", help="window size, WxH (default 1920x1080)")
+    p.add_argument("--maximized", action="store_true", help="maximise instead of --size")
+    p.add_argument("--platform", help="Qt platform plugin (default offscreen; xcb under Xvfb)")
     args = p.parse_args(argv)
+    width, height = (int(v) for v in args.size.lower().split("x"))
     paths = take(args.out_dir, tiny=args.tiny, draft=args.draft, target=args.target,
                  prompt=args.prompt, k=args.k, temperature=args.temperature,
-                 max_new_tokens=args.max_new_tokens, seed=args.seed)
+                 max_new_tokens=args.max_new_tokens, seed=args.seed, size=(width, height),
+                 maximized=args.maximized)
     for path in paths:
         print(path)
     return 0

@@ -15,9 +15,13 @@ def main(argv: list[str] | None = None) -> int:
         from .cli import main as cli_main
 
         return cli_main(args[1:])
-    from .gui.app import main as app_main
+    try:
+        from .gui.app import main as app_main
 
-    return app_main(args)
+        return app_main(args)
+    except KeyboardInterrupt:  # Ctrl+C before the window's own handler is in place
+        print("specviz: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

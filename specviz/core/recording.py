@@ -85,7 +85,7 @@ def _shown(value: Any) -> str:
     elif isinstance(value, dict):
         text = "an object"
     elif isinstance(value, list):
-        text = f"a list of {len(value)}"
+        text = f"a list of {len(value)} item{'s' * (len(value) != 1)}" if value else "[]"
     else:
         try:
             text = json.dumps(value)

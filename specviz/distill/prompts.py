@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import random
+import re
 from functools import lru_cache
+from pathlib import Path
+
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "prompts"
+# Hand-written evaluation prompts (issue 11): no training run ever sees them.
+EVAL_HANDWRITTEN = PROMPTS_DIR / "eval_handwritten.txt"
+GENERAL = PROMPTS_DIR / "general.txt"
 
 # Every HOLDOUT_EVERY-th prompt (after a fixed shuffle) is never trained on.
 HOLDOUT_EVERY = 10
@@ -151,3 +158,43 @@ def train_prompts() -> list[tuple[str, bool]]:
 def heldout_prompts() -> list[tuple[str, bool]]:
     """Prompts never used for training: for evaluation and the benchmark."""
     return [p for i, p in enumerate(all_prompts()) if i % HOLDOUT_EVERY == 0]
+
+
+def read_lines(path: Path) -> list[str]:
+    """Prompts of a text file, one per line; blank lines and '#' lines skipped."""
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def handwritten_prompts() -> list[tuple[str, bool]]:
+    """The hand-written evaluation set of assets/prompts/eval_handwritten.txt (chat template)."""
+    return [(text, True) for text in read_lines(EVAL_HANDWRITTEN)]
+
+
+def evaluation_prompts() -> list[str]:
+    """Every prompt an evaluation uses: no training prompt may equal or contain one."""
+    return ([t for t, _ in handwritten_prompts()] + list(FREE_PROMPTS)
+            + [t for t, _ in heldout_prompts()])
+
+
+def prompt_key(text: str) -> str:
+    """A prompt reduced for comparison: case, spacing and punctuation do not count."""
+    return " ".join(re.findall(r"\w+", text.casefold()))
+
+
+class EvalFilter:
+    """Rejects a prompt that equals an evaluation prompt, or contains one, up to case and
+    punctuation (a generated "Why does ice float on water? Be brief." is still that prompt)."""
+
+    def __init__(self, evaluation: list[str] | None = None, min_contained: int = 12) -> None:
+        keys = {prompt_key(t) for t in (evaluation_prompts() if evaluation is None
+                                        else evaluation)}
+        self.keys = frozenset(k for k in keys if k)
+        self._contained = tuple(k for k in self.keys if len(k) >= min_contained)
+
+    def allows(self, text: str) -> bool:
+        """True when ``text`` is neither an evaluation prompt nor contains one."""
+        key = prompt_key(text)
+        if not key or key in self.keys:
+            return False
+        return not any(k in key for k in self._contained)

@@ -420,6 +420,14 @@ def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shap
         pools += [f"prompts of {Path(f).name}" for f in args.prompt_file]
         sources.append(f"{args.teacher_tokens} target-sampled continuation tokens of "
                        + " and ".join(pools))
+    for folder in args.teacher_dir:
+        from .teacher import summary
+
+        info = summary(Path(folder).expanduser())
+        mix = ", ".join(f"{k} {v}" for k, v in sorted(info["prompt_mix"].items()))
+        hw = "; ".join(f"{v} rows on {k}" for k, v in info["rows_by_hardware"].items())
+        sources.append(f"teacher shards of {Path(folder).name} ({info['shards']} shards, "
+                       f"{info['rows']} rows; prompts by source: {mix}; {hw})")
     for path in args.text:
         sources.append(f"text file {Path(path).name}")
     return f"""# Distilled draft for {target_name}
@@ -476,6 +484,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="more prompts for the target to answer, one per line (repeatable)")
     p.add_argument("--no-template-prompts", action="store_true",
                    help="train only on --prompt-file prompts, not the built-in templates")
+    p.add_argument("--teacher-dir", action="append", default=[], metavar="DIR",
+                   help="also train on every shard under DIR, written by `specviz distill "
+                        "teacher` (repeatable; give --teacher-tokens 0 to use only these)")
     p.add_argument("--teacher-tokens", type=int, default=200_000,
                    help="target-generated tokens to collect (0: only --text)")
     p.add_argument("--heldout-tokens", type=int, default=6_000,
@@ -512,8 +523,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="data: only collect teacher data")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
-    if args.teacher_tokens <= 0 and not args.text:
-        p.error("nothing to train on: give --teacher-tokens > 0 or --text FILE")
+    if args.teacher_tokens <= 0 and not args.text and not args.teacher_dir:
+        p.error("nothing to train on: give --teacher-tokens > 0, --teacher-dir DIR or --text "
+                "FILE")
+    for folder in args.teacher_dir:
+        if not Path(folder).expanduser().is_dir():
+            p.error(f"folder not found: {folder}")
     if args.no_template_prompts and not args.prompt_file:
         p.error("--no-template-prompts needs at least one --prompt-file")
     for path in args.prompt_file + args.text:
@@ -530,11 +545,13 @@ def _collect(target: Any, tokenizer: Any, args: argparse.Namespace, work: Path) 
     """Stage 1: teacher data (resumable per shard)."""
     from tqdm.auto import tqdm
 
-    if args.teacher_tokens > 0:
+    if args.teacher_tokens > 0 or args.teacher_dir:
         for folder, tokens, heldout, seed in (
             (work / "heldout", args.heldout_tokens, True, 10_000),
             (work / "train", args.teacher_tokens, False, args.seed),
         ):
+            if tokens <= 0:
+                continue
             have = count_rows(load_shards(folder)) if folder.is_dir() else 0
             if have >= tokens:
                 continue
@@ -569,7 +586,7 @@ def _collect(target: Any, tokenizer: Any, args: argparse.Namespace, work: Path) 
         chunks = text_chunks(tokenizer, [Path(t) for t in args.text], args.seq_len)
         text_dir.mkdir(parents=True, exist_ok=True)
         seqs = score_text(target, chunks, args.top_k, batch=8)
-        if args.teacher_tokens <= 0:  # no generated held-out set: hold out every 10th chunk
+        if args.teacher_tokens <= 0 and not args.teacher_dir:  # no held-out set: every 10th
             save_shard(text_dir / "heldout.pt", seqs[::10])
             seqs = [s for i, s in enumerate(seqs) if i % 10]
         save_shard(text_dir / "shard_00000.pt", seqs)
@@ -589,6 +606,10 @@ def _stop_on_sigterm() -> None:
 
 def main(argv: list[str]) -> int:
     """Entry point of ``specviz distill``; returns the exit status."""
+    if argv[:1] == ["teacher"]:  # `specviz distill teacher ...`: teacher shards only
+        from .teacher import main as teacher_main
+
+        return teacher_main(argv[1:])
     args = parse_args(argv)
     try:
         return _run(args, argv)
@@ -618,8 +639,13 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
 
     data = load_shards(work / "train") if args.teacher_tokens > 0 else []
+    if args.teacher_dir:
+        from .teacher import load_teacher_dir
+
+        for folder in args.teacher_dir:
+            data += load_teacher_dir(Path(folder).expanduser())
     data += load_shards(work / "text") if args.text else []
-    if args.teacher_tokens > 0:
+    if args.teacher_tokens > 0 or args.teacher_dir:
         heldout = load_shards(work / "heldout")
     else:
         heldout = [TeacherSeq(ids=d["ids"], start=int(d["start"]), top_ids=d["top_ids"],
@@ -629,6 +655,11 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     heldout = [s for s in heldout if s.top_ids.shape[0] > 0 and s.start < args.seq_len]
     if not data or not heldout:
         print("No usable teacher data (sequences longer than --seq-len?).", file=sys.stderr)
+        return 1
+    widths = {int(s.top_ids.shape[1]) for s in data + heldout}
+    if len(widths) > 1:
+        print(f"Teacher rows of different --top-k ({sorted(widths)}): give the --top-k the "
+              "--teacher-dir shards were made with.", file=sys.stderr)
         return 1
 
     init_command = ""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from html import escape
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
@@ -30,7 +30,7 @@ configure_plots()
 N_SHOW = 6  # candidates per panel: enough to see the shape, few enough to read the labels
 AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick font
 PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; the title fits
-PANEL_MIN_HEIGHT = 250  # px: the title, N_SHOW rows of labels that do not touch, the x axis
+PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
 BAR = 0.4  # bar thickness; p above q within a candidate's row
 
@@ -214,7 +214,7 @@ class RoundBarsView(QWidget):
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setWidget(self.graphics)
-        self.scroll.setMinimumHeight(120)
+        self.scroll.setMinimumHeight(100)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.header)
@@ -224,6 +224,17 @@ class RoundBarsView(QWidget):
         self._placed: list[tuple[int, int, int]] = []  # (panel, row, col) now in the layout
         self.round: Round | None = None
         self._selected = False
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """The header and key at their wrapped height for this width, and a strip of panels."""
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        m = layout.contentsMargins()
+        width = max(self.width(), hint.width()) - m.left() - m.right()
+        height = (m.top() + m.bottom() + 2 * layout.spacing()
+                  + self.header.heightForWidth(width) + self.key.heightForWidth(width)
+                  + self.scroll.minimumHeight())
+        return QSize(hint.width(), max(hint.height(), height))
 
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
@@ -248,7 +259,8 @@ class RoundBarsView(QWidget):
         cols = self.columns(count)
         if count:
             self._panel(count - 1)  # make sure every panel exists before sizing them
-        rows = -(-count // cols) if count else 1
+        rows = -(-count // cols)
+        # none yet: nothing to scroll
         self.graphics.setMinimumHeight(round(rows * PANEL_MIN_HEIGHT * self.scale))
         # A lone panel (a baseline round) gets a third of the width, not all of it.
         lone = max(round(PANEL_MIN_WIDTH * self.scale), self.scroll.viewport().width() // 3)
@@ -292,6 +304,7 @@ class RoundBarsView(QWidget):
         if rnd.extra is not None:
             self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
         self.header.setText(self._headline(rnd, discarded, selected))
+        self.updateGeometry()  # a headline on two lines needs a taller minimum
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
         cands = candidates(d)

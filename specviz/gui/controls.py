@@ -34,10 +34,20 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import Settings
-from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS
+from specviz.core.presets import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS  # torch-free
 
 CUSTOM = "Custom: hub id, folder or .gguf"
 DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+class WideComboBox(QComboBox):
+    """A combo box that stays narrow but opens a list wide enough for whole names."""
+
+    def showPopup(self) -> None:  # noqa: N802 - Qt override
+        view = self.view()
+        view.setMinimumWidth(max(self.width(), view.sizeHintForColumn(0)
+                                 + view.verticalScrollBar().sizeHint().width() + 8))
+        super().showPopup()
 
 
 def _seed(value: int) -> int | None:
@@ -138,7 +148,7 @@ class ControlsPanel(QWidget):
 
         pair_box = QGroupBox("Model pair (q = draft, p = target)")
         form = QFormLayout(pair_box)
-        self.preset = QComboBox()
+        self.preset = WideComboBox()
         self.preset.addItems([*PRESETS, CUSTOM])
         self.preset.currentTextChanged.connect(self._on_preset_changed)
         self.preset.setToolTip("Presets: the bundled offline pair first, then hub pairs")
@@ -146,7 +156,6 @@ class ControlsPanel(QWidget):
         self.preset.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.preset.setMinimumContentsLength(18)
-        self.preset.view().setTextElideMode(Qt.TextElideMode.ElideNone)
         form.addRow(self.preset)
         self.draft_edit, draft_row = self._model_row("draft")
         self.target_edit, target_row = self._model_row("target")

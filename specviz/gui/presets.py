@@ -61,6 +61,8 @@ def mark_presets(combo: QComboBox, availability: dict[str, str]) -> None:
     delegate = MarkedDelegate(marks, combo)
     combo.setItemDelegate(delegate)
     combo.setProperty("availability", marks)
+    view = combo.view()  # the open list as wide as its longest marked name, not the combo
+    view.setMinimumWidth(view.sizeHintForColumn(0) + 2 * view.frameWidth() + 24)
 
 
 def preset_mark(combo: QComboBox, index: QModelIndex | int) -> str:

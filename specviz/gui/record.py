@@ -10,31 +10,29 @@ import math
 from dataclasses import dataclass, field
 
 from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
+from specviz.core.speed import (
+    describe_step,
+    expected_speedup,
+    expected_tokens_per_round,
+    speedup_vs_run,
+    speedup_vs_step,
+)
 
 
 @dataclass
 class SpeedStats:
-    """Throughput figures of the run so far."""
+    """Throughput figures of the run so far; every speedup names what it was measured against."""
 
     tokens_per_s: float = 0.0
     target_calls_per_token: float = 0.0
     alpha: float = 0.0  # P(draft kept | tested): the α of the speedup formula
-    cost_ratio: float = 0.0  # c = time of one draft forward / time of one verify pass
-    expected_speedup: float = 0.0  # from alpha and c (Leviathan et al., eq. 1 and thm 3.8)
-    measured_speedup: float = 0.0
-    measured_against: str = ""  # "baseline run" or "estimate: no baseline run"
-
-
-def expected_tokens_per_round(alpha: float, k: int) -> float:
-    """E[tokens per round] = (1 − α^(K+1)) / (1 − α)."""
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
-    """Walltime improvement (1 − α^(K+1)) / ((1 − α)(Kc + 1)), c = draft/target cost."""
-    return expected_tokens_per_round(alpha, k) / (k * cost_ratio + 1.0)
+    cost_ratio: float = 0.0  # c = one draft pass ÷ one target step (÷ verify pass if no step)
+    verify_cost: float = 0.0  # v = one verify pass (K + 1 positions) ÷ one target step
+    target_step_s: float = 0.0  # the reference: one target step, measured (0 = not known)
+    expected_speedup: float = 0.0  # E[tokens/round] ÷ (K·c + v); 0 when v is not measured
+    paper_speedup: float = 0.0  # the paper's form, v = 1 (for the tooltip)
+    measured_speedup: float = 0.0  # 0 = nothing measured to compare with: shown as a dash
+    measured_against: str = ""  # what the measured speedup compares with, for the label
 
 
 @dataclass
@@ -119,8 +117,14 @@ class RunRecord:
         """P(accepted | position reached), per draft position (0 where never reached)."""
         return [k / r if r else 0.0 for k, r in zip(self.kept, self.reached, strict=True)]
 
-    def speed(self, baseline_tokens_per_s: float | None = None) -> SpeedStats:
-        """Throughput and speedup so far; ``baseline_tokens_per_s`` from a target-alone run."""
+    def speed(self, baseline_tokens_per_s: float | None = None,
+              target_step_s: float | None = None, race: bool = False) -> SpeedStats:
+        """Throughput and speedups so far, against what was measured and nothing else.
+
+        ``baseline_tokens_per_s``: a target-alone run of this pair (the other half of a race
+        when ``race``); ``target_step_s``: the target's one-token step, measured at load.
+        Without either, there is no measured speedup (0, drawn as a dash).
+        """
         stats = SpeedStats()
         if not self.rounds:
             return stats
@@ -129,27 +133,41 @@ class RunRecord:
         elapsed = self.finished.summary.wall_time_s if self.finished else last.elapsed_s
         stats.tokens_per_s = n / elapsed if elapsed > 0 else 0.0
         stats.target_calls_per_token = last.target_calls / n if n else 0.0
+        if not self.speculative:
+            stats.expected_speedup = stats.paper_speedup = stats.measured_speedup = 1.0
+            stats.measured_against = "this is the target alone"
+            return stats
         verify = sum(r.verify_time_s for r in self.rounds)
         draft = sum(r.draft_time_s for r in self.rounds)
-        t_target = verify / last.target_calls if last.target_calls else 0.0
+        t_verify = verify / last.target_calls if last.target_calls else 0.0
         t_draft = draft / last.draft_calls if last.draft_calls else 0.0
-        if not self.speculative:
-            stats.expected_speedup = 1.0
-            stats.measured_speedup = 1.0
-            stats.measured_against = "baseline run"
-            return stats
         stats.alpha = self.alpha
-        stats.cost_ratio = t_draft / t_target if t_target > 0 else 0.0
-        stats.expected_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
+        step = target_step_s or 0.0
+        if step > 0:
+            stats.target_step_s = step
+            stats.cost_ratio = t_draft / step
+            stats.verify_cost = t_verify / step
+            stats.expected_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio,
+                                                      stats.verify_cost)
+            stats.paper_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
+        elif t_verify > 0:
+            # No step measured: c against the verify pass, and only the paper's form (v = 1),
+            # which the view keeps out of the big number.
+            stats.cost_ratio = t_draft / t_verify
+            stats.paper_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
         if baseline_tokens_per_s:
-            stats.measured_speedup = stats.tokens_per_s / baseline_tokens_per_s
-            stats.measured_against = "baseline run"
-        elif t_target > 0 and elapsed > 0:
-            # Without a baseline run: one verify pass per token. A verify pass scores K + 1
-            # positions, so on a CPU it costs more than the target alone's one-token pass,
-            # and this overstates the speedup (labelled as an estimate in the view).
-            stats.measured_speedup = n * t_target / elapsed
-            stats.measured_against = "estimate: no baseline run"
-        if not math.isfinite(stats.measured_speedup):
-            stats.measured_speedup = 0.0
+            stats.measured_speedup = speedup_vs_run(stats.tokens_per_s, baseline_tokens_per_s)
+            stats.measured_against = ("vs target alone, same prompt and seed (race)" if race
+                                      else "vs a baseline run of the target alone")
+        elif step > 0:
+            stats.measured_speedup = speedup_vs_step(n, elapsed, step)
+            stats.measured_against = describe_step(step)
+        else:
+            stats.measured_against = "nothing measured to compare with: run a race"
+        for name in ("measured_speedup", "expected_speedup", "paper_speedup"):
+            if not math.isfinite(getattr(stats, name)):
+                setattr(stats, name, 0.0)
         return stats
+
+
+__all__ = ["RunRecord", "SpeedStats", "expected_speedup", "expected_tokens_per_round"]

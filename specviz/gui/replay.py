@@ -18,6 +18,7 @@ before the replay (still queued when it opened); a live run that starts stops th
 
 from __future__ import annotations
 
+import copy
 import os
 import queue
 import sys
@@ -35,9 +36,14 @@ from specviz.core.recording import RecordingError, RecordingReader
 STDIN = "-"
 CHUNK = 256 * 1024  # bytes per read: a few hundred rounds
 LIVE_TICK_MS = 10  # how often events that arrived are handed over
-LIVE_BATCH = 40  # events handed to the view per tick at most: a frame stays short
-FOLLOW_POLL_S = 0.05
-PENDING_MAX = 256  # events taken from the reader ahead of the view; then the reader waits  # how often a followed file is checked for new lines
+# Events handed to the view per tick at most. A frame's fixed cost (painting the plots)
+# dominates at small batches and the stream's text at large ones, so the batch adapts: it
+# halves after a tick that came late (a frame overran) and grows while ticks are on time.
+LIVE_BATCH = 256
+MIN_BATCH = 8
+FRAME_BUDGET_S = 0.025  # a tick later than this: the frame before it was long, hand less
+FOLLOW_POLL_S = 0.05  # how often a followed file is checked for new lines
+PENDING_MAX = 512  # events taken from the reader ahead of the view; then the reader waits
 
 # What the reader thread puts on the queue.
 _EVENTS, _WAITING, _CAUGHT_UP, _END, _ERROR = "events", "waiting", "caught_up", "end", "error"
@@ -60,7 +66,8 @@ class _ReadJob:
                  follow_s: float, wake: _Wake) -> None:
         self.stream, self.path, self.name = stream, path, name
         self.live, self.follow_s = live, follow_s
-        self.items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)  # batches read ahead: ~2 MB of lines
+        # Batches read ahead (~2 MB of lines); the reader waits when the window is behind.
+        self.items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
         self.stopped = threading.Event()
         self.wake = wake  # referenced here, so it lives as long as the thread
         self._pending = threading.Event()  # a wake-up is on its way; don't send another
@@ -102,7 +109,9 @@ class _ReadJob:
     def _run(self) -> None:
         reader = RecordingReader()
         try:
-            stream = self.stream if self.stream is not None else open(self.path or "", "rb")  # noqa: SIM115
+            # Unbuffered: a raw read holds no lock of the stream's (see _pump).
+            stream = self.stream if self.stream is not None else \
+                open(self.path or "", "rb", buffering=0)  # noqa: SIM115
         except OSError as exc:
             self._put(_ERROR, f"cannot open it: {exc.strerror or exc}")
             return
@@ -119,7 +128,16 @@ class _ReadJob:
                 stream.close()
 
     def _pump(self, stream: IO[bytes], reader: RecordingReader) -> None:
-        read = getattr(stream, "read1", stream.read)  # a pipe: whatever has arrived
+        # A pipe: whatever has arrived. Through its file descriptor when it has one: a
+        # daemon thread blocked inside a BufferedReader (sys.stdin.buffer) holds its lock,
+        # and the interpreter aborts at exit ("could not acquire lock … at interpreter
+        # shutdown", SIGABRT) when it flushes the standard streams.
+        fd = _fileno(stream)
+        if fd is not None:
+            def read(n: int) -> bytes:
+                return os.read(fd, n)
+        else:
+            read = getattr(stream, "read1", stream.read)
         idle_since: float | None = None
         caught_up = self.live
         while not self.stopped.is_set():
@@ -131,7 +149,7 @@ class _ReadJob:
                     return
                 continue
             # End of what there is. A pipe has ended; a file may still be written to.
-            if self.path is not None and not reader.complete and self.follow_s > 0:
+            if self.path is not None and self.follow_s > 0 and not _ends_here(reader):
                 now = time.monotonic()
                 if idle_since is None:
                     idle_since = now
@@ -147,6 +165,27 @@ class _ReadJob:
                 self._put(_EVENTS, (events, time.monotonic()))
             self._put(_END, reader.line)
             return
+
+
+def _fileno(stream: IO[bytes]) -> int | None:
+    """The stream's file descriptor, if it has one (the stream must not have been read yet:
+    what a buffered stream holds already would be skipped)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # BytesIO and the like
+        return None
+
+
+def _ends_here(reader: RecordingReader) -> bool:
+    """Whether the input may end here: no run open, counting a last line with no newline."""
+    if reader.complete:
+        return True
+    probe = copy.deepcopy(reader)
+    try:
+        probe.close()
+    except RecordingError:
+        return False
+    return True
 
 
 class Replayer(QObject):
@@ -168,6 +207,8 @@ class Replayer(QObject):
         self.count = 0
         self._job: _ReadJob | None = None
         self._live = False  # hand events over as they come (not one per interval)
+        self._batch = MIN_BATCH  # events per tick when live; adapts to the frames' cost
+        self._last_tick: float | None = None
         self._ended = False
         self._wake = _Wake()
         self._wake.ready.connect(self._on_ready, Qt.ConnectionType.QueuedConnection)
@@ -270,6 +311,7 @@ class Replayer(QObject):
         """The reader put something: take it, and show the first event now if idle."""
         self._refill()
         if not self.timer.isActive() and (self.pending or self._ended):
+            self._last_tick = None  # it was idle, not late
             self._on_timeout()  # the first event shows now, not one interval later
             if self.active:
                 self.timer.start()
@@ -299,7 +341,7 @@ class Replayer(QObject):
 
     def _on_timeout(self) -> None:
         self._refill()
-        n = LIVE_BATCH if self._live else 1
+        n = self._live_batch() if self._live else 1
         while n and self.pending:
             event = self.pending.popleft()
             n -= 1
@@ -319,6 +361,20 @@ class Replayer(QObject):
             self.finished.emit()
         elif self._job is not None:
             self.timer.stop()  # the reader wakes us when more comes
+
+    def _live_batch(self) -> int:
+        """How many events this tick hands over: none while the last batch is undrawn; fewer
+        after a tick that came late (a long frame), more again after one on time."""
+        now = time.perf_counter()
+        late = now - (self._last_tick or now) - LIVE_TICK_MS / 1000
+        self._last_tick = now
+        if getattr(self.view, "queue", None):
+            return 0  # the view's next frame has not drawn what it has: don't pile up
+        if late > FRAME_BUDGET_S:
+            self._batch = max(MIN_BATCH, self._batch // 2)
+        elif late < FRAME_BUDGET_S / 2:
+            self._batch = min(LIVE_BATCH, self._batch + max(1, self._batch // 4))
+        return self._batch
 
     def _fail(self, message: str) -> None:
         self._fail_with(RunFailed(f"Could not read {self.name}: {message}", "recording"))

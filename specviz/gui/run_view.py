@@ -80,6 +80,8 @@ class RunView(QWidget):
         self.baseline_tokens_per_s: dict[tuple[str, str], float] = {}
         self.user_prompt: str | None = None  # the text the app sent (found in the template)
         self.show_template = False  # the chat template hidden: the user's words only
+        # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
+        self.target_step_s: dict[tuple[str, str], float] = {}
         self._dirty = False
 
         ui_font = QFont()
@@ -159,7 +161,7 @@ class RunView(QWidget):
             top, main = self.splitters
             top.setSizes([60 * top.width() // 100, 40 * top.width() // 100])
             # The round's panels get what the text and plots can spare (one row at least).
-            upper = max(top.minimumSizeHint().height(), 45 * main.height() // 100)
+            upper = max(top.minimumSizeHint().height(), 42 * main.height() // 100)
             main.setSizes([upper, main.height() - upper])
 
     # -- the one entry point --------------------------------------------------------------
@@ -224,11 +226,17 @@ class RunView(QWidget):
             key = (started.pair.target, started.pair.device)
             self.baseline_tokens_per_s[key] = finished.summary.tokens_per_s
 
+    def set_target_step(self, target: str, device: str, seconds: float) -> None:
+        """The target's one-token step, measured at load: the reference of the speed figures."""
+        self.target_step_s[(target, device)] = seconds
+        self._dirty = True
+
     def show_error(self, message: str, kind: str = "error") -> None:
         """A clear message above the views; what was generated stays on screen."""
         title = {"oom": "Out of memory", "load": "Could not load the models",
                  "tokenizer": "Incompatible tokenizers", "input": "Check the settings",
-                 "decoder": "The decoder failed"}.get(kind, "Error")
+                 "decoder": "The decoder failed", "recording": "Could not read the recording",
+                 "stopped": "Stopped"}.get(kind, "Error")
         # Capped and breakable: a 20,000-character line once made the window 237,013 px wide.
         shown = breakable(escape(capped(message, BANNER_CHARS)))
         self.banner.setText(f"<b>{title}.</b> {shown}")
@@ -265,11 +273,12 @@ class RunView(QWidget):
         rec = self.record
         self.bars.show_round(self.shown_round(), selected=self.selected is not None)
         self.acceptance.update_from(rec, self.selected)
-        baseline = None
+        baseline = step = None
         if rec.started is not None:
-            baseline = self.baseline_tokens_per_s.get((rec.started.pair.target,
-                                                       rec.started.pair.device))
-        self.speed.update_from(rec.speed(baseline), rec.speculative)
+            key = (rec.started.pair.target, rec.started.pair.device)
+            baseline = self.baseline_tokens_per_s.get(key)
+            step = self.target_step_s.get(key)
+        self.speed.update_from(rec.speed(baseline, step), rec.speculative)
         self.info.setText(self.info_text())
 
     def info_text(self) -> str:

@@ -23,9 +23,10 @@ def trace_mode() -> str:
     return os.environ.get(TRACE_ENV, "")
 
 
-def trace(what: str) -> None:
+def trace(what: str, detail: str = "") -> None:
     if trace_mode():
-        print(f"specviz-startup {what} {time.time():.3f}", flush=True)
+        print(f"specviz-startup {what} {time.time():.3f}" + (f" {detail}" if detail else ""),
+              flush=True)
 
 
 class FirstPaint(QObject):

@@ -24,7 +24,7 @@ configure_plots()
 
 
 ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
-ACCEPTANCE_MIN_WIDTH = 400  # px: two plots side by side, their titles on one line
+ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
 
 
 def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
@@ -60,14 +60,13 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground("w")
-        self.setMinimumSize(ACCEPTANCE_MIN_WIDTH, ACCEPTANCE_MIN_HEIGHT)
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
         # Titles say what the axes are: axis captions would take rows the plots need.
         _style_plot(self.rate_plot, font,
-                    f"Accepted ÷ drafted by round: <span style='color:{BLUE}'>━ total</span>"
-                    f" <span style='color:{SKY_BLUE}'>● round</span>")
+                    f"Kept ÷ drafted: <span style='color:{BLUE}'>━ total</span>"
+                    f" <span style='color:{SKY_BLUE}'>● per round</span>")
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
             [], [], pen=None, symbol="o", symbolSize=7, symbolBrush=SKY_BLUE,
@@ -80,7 +79,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.rate_plot.addItem(self.selected_line)
 
         self.hist_plot = self.addPlot(row=1, col=0)
-        _style_plot(self.hist_plot, font, "Rounds by # accepted ◆ i.i.d.")
+        _style_plot(self.hist_plot, font, "Rounds by # kept ◆ i.i.d.")
         for item in list(self.hist_plot.items):  # counts, not shares: no 0.5 / 1 lines
             if isinstance(item, pg.InfiniteLine):
                 self.hist_plot.removeItem(item)
@@ -93,7 +92,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             symbolPen=pg.mkPen("k"))
 
         self.pos_plot = self.addPlot(row=1, col=1)
-        _style_plot(self.pos_plot, font, "Accepted by position")
+        _style_plot(self.pos_plot, font, "Kept by position")
         self.pos_bars = pg.BarGraphItem(x=[], height=[], width=0.75, brush=SKY_BLUE,
                                         pen=pg.mkPen(BLUE, width=1))
         self.pos_plot.addItem(self.pos_bars)
@@ -183,6 +182,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._set_k(max(k, started.settings.k if started is not None else 0))
         self._set_count_axis(max([*hist, *expected, 1]))
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
+        need = self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+        return QSize(max(ACCEPTANCE_MIN_WIDTH, int(need.width()) + 4),
+                     max(ACCEPTANCE_MIN_HEIGHT, int(need.height()) + 4))
+
     @staticmethod
     def expected_histogram(alpha: float, k: int, rounds: int) -> list[float]:
         """Rounds expected with n accepted if drafts were kept i.i.d. with probability α."""
@@ -190,6 +195,21 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             return []
         probs = [alpha**n * (1 - alpha) for n in range(k)] + [alpha**k]
         return [rounds * p for p in probs]
+
+
+def paper_tooltip(stats: SpeedStats) -> str:
+    """The paper's form (verify = one step) beside the measured one, for the tooltip."""
+    lines = ["Expected speedup = E[tokens per round] ÷ (K·c + v), in one-token target steps:",
+             "E = (1 − α^(K+1)) / (1 − α), c = draft pass ÷ step, v = verify pass ÷ step."]
+    if stats.target_step_s > 0:
+        lines.append(f"Measured: c = {stats.cost_ratio:.2f}, v = {stats.verify_cost:.2f} "
+                     f"(step {stats.target_step_s * 1000:.1f} ms).")
+    else:
+        lines.append("No target step measured yet (it is timed when a pair loads): no figure.")
+    if stats.paper_speedup:
+        lines.append(f"Paper's form (Leviathan et al., v = 1): {stats.paper_speedup:.2f}×, "
+                     "which assumes verifying K + 1 positions costs one step.")
+    return "\n".join(lines)
 
 
 class SpeedView(QWidget):
@@ -207,10 +227,9 @@ class SpeedView(QWidget):
         ("expected_speedup", "expected speedup"),
         ("measured_speedup", "measured speedup"),
     )
-    AGAINST = {"baseline run": "vs baseline run",
-               "estimate: no baseline run": "estimate: no baseline"}
-    FORMULA = ("expected = (1 − α<sup>K+1</sup>) / ((1 − α)(K·c + 1)), "
-               "c = draft pass / verify pass")
+    AGAINST: dict[str, str] = {}  # what measured_against reads as under the number
+    FORMULA = ("expected = E[tokens / round] ÷ (K·c + v), E = (1 − α<sup>K+1</sup>) / (1 − α);"
+               " c, v = draft pass, verify pass ÷ one target step")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -260,6 +279,8 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.values[key], row, col)
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
+        # Narrow: the numbers take two rows, and the formula stays in the tooltips.
+        self.formula.setVisible(columns == 6)
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())
@@ -295,12 +316,18 @@ class SpeedView(QWidget):
         dash = "—"
         self.values["alpha"].setText(f"{stats.alpha:.2f}" if speculative else dash)
         self.values["cost_ratio"].setText(f"{stats.cost_ratio:.2f}" if speculative else dash)
-        self.values["expected_speedup"].setText(f"{stats.expected_speedup:.2f}×")
+        self.values["expected_speedup"].setText(
+            f"{stats.expected_speedup:.2f}×" if stats.expected_speedup else dash)
+        tip = paper_tooltip(stats)
+        self.values["expected_speedup"].setToolTip(tip)
+        self.names["expected_speedup"].setToolTip(tip)
         self.values["measured_speedup"].setText(
             f"{stats.measured_speedup:.2f}×" if stats.measured_speedup else dash)
         against = self.AGAINST.get(stats.measured_against, stats.measured_against)
+        # Long references break before "measured at load" so the caption stays narrow.
+        against = against.replace(" measured at load", "\nmeasured at load")
         self.names["measured_speedup"].setText("measured speedup"
                                                + (f"\n{against}" if against else ""))
         self.names["measured_speedup"].setToolTip(
-            f"Measured speedup ({stats.measured_against})" if stats.measured_against
-            else self.FORMULA)
+            "Measured: tokens/s of this run ÷ tokens/s of the target alone (a race), or ÷ "
+            "1 / (the target's one-token step, timed when the pair loaded). Never estimated.")

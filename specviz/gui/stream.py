@@ -56,8 +56,9 @@ class TokenStreamView(QTextEdit):
         self.viewport().setMouseTracking(True)
         self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
         self.document().setDocumentMargin(14)
-        self.setPlaceholderText("The prompt and every generated token appear here. "
-                                "Hover a token for its numbers; click it to see its round.")
+        # Short lines: Qt draws a text edit's placeholder without wrapping it.
+        self.setPlaceholderText("The prompt and each generated token\nappear here. Hover a "
+                                "token for its\nnumbers; click it to see its round.")
         self.strike_delay_s = strike_delay_s
         self.spans: list[TokenSpan] = []
         self._starts: list[int] = []

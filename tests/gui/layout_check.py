@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QScrollArea,
+    QTextEdit,
     QWidget,
 )
 
@@ -63,6 +64,11 @@ def widget_problems(root: QWidget) -> list[str]:
         if isinstance(w, QAbstractScrollArea) and w.horizontalScrollBar().isVisible() \
                 and isinstance(w, QScrollArea):
             problems.append(f"{name}: horizontal scroll bar (content wider than its panel)")
+        if isinstance(w, QTextEdit) and w.document().isEmpty() and w.placeholderText():
+            room = w.viewport().width() - 2 * w.document().documentMargin()
+            for line in w.placeholderText().split("\n"):  # drawn without wrapping
+                if w.fontMetrics().horizontalAdvance(line) > room:
+                    problems.append(f"{name}: placeholder line {line[:30]!r} is cut")
         parent = w.parentWidget()
         if parent is not None and not w.isWindow() and not _inside_scroll(w) \
                 and not isinstance(parent, QAbstractScrollArea):

@@ -105,6 +105,8 @@ def test_errors_reach_the_window_and_the_next_run_works(qtbot, make_window, tiny
 
 def test_decoder_crash_keeps_the_text(qtbot, make_window, tiny_pair, monkeypatch) -> None:
     window = make_window(lambda *a, **k: tiny_pair)
+    with qtbot.waitSignal(window.controller.loaded, timeout=30000):
+        window.load_pair()  # loaded (and its step timed) before the target turns flaky
     real = tiny_pair.target.forward
     calls = {"n": 0}
 

@@ -8,6 +8,9 @@ The checks are in tests/gui/layout_check.py. What they caught before this layout
     tick labels dropped ['␣mat', '␣sun', '▶ </s>'] (the bonus / resampled token's label)
   'Acceptance by position' outside its view (the plot ran past the right edge)
   acceptance plots' left axes: tick labels dropped ['0', '0.5', '1']
+Later, in a real window (Xvfb + openbox, maximised at 1366×768), and then here too:
+  the stream's placeholder cut ('The prompt and every generated' …: Qt does not wrap it)
+  acceptance plots cut on the right once a splitter was dragged over them
 The test_old_* cases below put each old behaviour back and check that it is reported.
 """
 
@@ -154,6 +157,12 @@ def test_nothing_clipped(make_window, size, controls, k) -> None:
     window.run_view.select_round(1)  # a round with a rejection
     settle(window)
     check(window, size, "a selected round")
+    # The user drags every splitter as far as it goes: each side at its minimum.
+    for splitter in window.run_view.splitters:
+        for sizes in ([10_000, 0], [0, 10_000]):
+            splitter.setSizes(sizes)
+            settle(window)
+            check(window, size, f"splitter dragged to {sizes}")
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -269,7 +278,7 @@ def test_old_dropped_tick_labels_are_caught(make_window) -> None:
     window.run_view.acceptance.pos_plot.showGrid(y=True)  # the old grid: "0" and "1" hidden
     QApplication.processEvents()
     problems = window_problems(window, (1366, 768 - FRAME))
-    assert any("dropped" in p and "Accepted by position" in p for p in problems), problems
+    assert any("dropped" in p and "Kept by position" in p for p in problems), problems
     assert any("dropped" in p and "猫" in p for p in problems), problems
 
 

@@ -259,3 +259,28 @@ def test_ctrl_c_during_an_endless_load_exits(tmp_path: Path) -> None:
     assert done.returncode == 130, done.stderr
     assert "Traceback" not in done.stderr
     assert list((tmp_path / "config").rglob("*.conf")), "settings were not saved"
+
+
+def test_a_newer_load_wins_and_a_reload_adopts_the_abandoned_one(qtbot, make_controller,
+                                                                  tiny_pair) -> None:
+    from specviz.gui.worker import PairSpec
+
+    slow = BlockingLoader(result=tiny_pair)
+    controller, _ = make_controller(slow)
+    loaded: list[str] = []
+    controller.loaded.connect(loaded.append)
+    a, b = PairSpec("d", "slow-target", "cpu"), PairSpec("d", "other-target", "cpu")
+    controller.load(a)
+    assert slow.entered.wait(10)
+    controller.cancel_load()
+    controller.load(a)  # the same pair again while its abandoned load still runs: adopt it
+    assert slow.calls == 1 and controller.loading
+    controller.load(b)  # a newer request supersedes it
+    slow.release.set()
+    qtbot.waitUntil(lambda: len(loaded) == 1, timeout=30000)
+    assert "other-target" in loaded[0] and controller.pair_spec == b
+    for t in [t for t in threading.enumerate() if t.name.startswith("specviz-load")]:
+        t.join(10)
+    qtbot.wait(50)
+    assert len(loaded) == 1 and controller.pair_spec == b  # the late result was dropped
+    assert slow.calls == 2  # b's load (same fake loader) plus a's single one

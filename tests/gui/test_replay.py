@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -226,6 +227,50 @@ def test_a_pipe_shows_rounds_as_they_arrive(qtbot, view: RunView, replayer: Repl
         child.wait(10)
 
 
+STDIN_APP = r"""
+import sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from specviz.gui.replay import Replayer
+from specviz.gui.run_view import RunView
+
+app = QApplication([])
+view = RunView()
+replayer = Replayer(view, interval_ms=0)
+
+def check():
+    view.flush()
+    if view.record.rounds:
+        print("shown", len(view.record.rounds), flush=True)
+        app.quit()  # standard input is still open: the reader thread is blocked in a read
+
+timer = QTimer()
+timer.timeout.connect(check)
+timer.start(20)
+replayer.open("-")
+sys.exit(app.exec())
+"""
+
+
+def test_quitting_while_standard_input_is_open_exits_cleanly(tmp_path: Path) -> None:
+    """`… | specviz --replay -`, closed while the pipe is open: exit 0, no abort at shutdown."""
+    child = subprocess.Popen([sys.executable, "-c", STDIN_APP], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen",
+                                  "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        child.stdin.write("".join(line + "\n" for line in lines_of(speculative_events()[:2]))
+                          .encode())
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == b"shown 1"
+        rc = child.wait(60)  # stdin stays open all along
+        err = child.stderr.read().decode(errors="replace")
+    finally:
+        child.stdin.close()
+        child.kill()
+    assert rc == 0 and "Fatal" not in err, (rc, err[-2000:])
+
+
 def test_replay_dash_reads_standard_input(qtbot, view: RunView, replayer: Replayer,
                                           monkeypatch) -> None:
     data = "".join(line + "\n" for line in lines_of(speculative_events())).encode()
@@ -252,6 +297,17 @@ def test_a_file_being_written_is_followed_until_its_run_ends(qtbot, view: RunVie
     view.flush()
     assert view.record.events == speculative_events() and not view.banner.isVisible()
     replayer.stop()
+
+
+def test_a_finished_file_without_a_last_newline_is_not_followed(qtbot, view: RunView,
+                                                                 tmp_path: Path) -> None:
+    replayer = Replayer(view, interval_ms=0, follow_s=600.0)
+    path = tmp_path / "no-newline.jsonl"
+    path.write_text("\n".join(lines_of(speculative_events())), encoding="utf-8")
+    with qtbot.waitSignal(replayer.finished, timeout=20000):  # not after 600 s of following
+        replayer.open(str(path))
+    view.flush()
+    assert view.record.events == speculative_events()
 
 
 def test_reading_happens_off_the_gui_thread(qtbot, view: RunView, replayer: Replayer,

@@ -46,9 +46,10 @@ def test_speedup_formula_gets_alpha_of_tested_drafts_not_accepted_over_drafted()
     # Scripted rounds keep 2 of 3, 3 of 3, 0 of 1 (2 discarded), 1 of 2 tested drafts.
     assert record.acceptance_rate == pytest.approx(6 / 11)
     assert record.alpha == pytest.approx(6 / 9)
-    stats = record.speed()
+    stats = record.speed(target_step_s=0.05)
     assert stats.alpha == pytest.approx(6 / 9)
     assert stats.cost_ratio > 0
-    assert stats.expected_speedup == pytest.approx(expected_speedup(6 / 9, 3, stats.cost_ratio))
+    assert stats.expected_speedup == pytest.approx(
+        expected_speedup(6 / 9, 3, stats.cost_ratio, stats.verify_cost))
     # The i.i.d. model with this α reproduces the mean of kept drafts per tested round.
     assert expected_tokens_per_round(6 / 9, 3) > expected_tokens_per_round(6 / 11, 3)

@@ -190,11 +190,22 @@ def test_speed_numbers(view: RunView) -> None:
     assert values["tokens_per_s"] == "20.0"  # 10 tokens in 0.5 s of wall time
     assert values["target_calls_per_token"] == "0.40"  # 4 passes for 10 tokens
     assert values["alpha"] == "0.67"  # 6 kept of 9 tested (not 6 of 11 drafted)
-    # c = (0.11 s / 11 draft passes) / (0.2 s / 4 target passes) = 0.2
-    assert values["cost_ratio"] == "0.20"
-    # (1 − α^4) / ((1 − α)(3c + 1)) with α = 2/3, c = 0.2: 2.4074 / 1.6 = 1.50
-    assert values["expected_speedup"] == "1.50×"
-    assert "estimate: no baseline" in view.speed.names["measured_speedup"].text()
+    # No reference measured yet: no speedup at all, neither measured nor expected.
+    assert values["expected_speedup"] == "—"
+    assert values["measured_speedup"] == "—"
+    assert "nothing measured" in view.speed.names["measured_speedup"].text()
+    # The target's one-token step, timed at load: 40 ms. c = (0.11 s / 11) / 40 ms = 0.25,
+    # v = (0.2 s / 4) / 40 ms = 1.25; E = (1 − α^4) / (1 − α) = 195/81 with α = 2/3:
+    # expected = 2.407 / (3 · 0.25 + 1.25) = 1.20; measured = 10 × 40 ms / 0.5 s = 0.80.
+    view.set_target_step("tiny-target", "cpu", 0.04)
+    view.flush(now=1.0)
+    values = {k: label.text() for k, label in view.speed.values.items()}
+    assert values["cost_ratio"] == "0.25"
+    assert values["expected_speedup"] == "1.20×"
+    assert "1.38×" in view.speed.values["expected_speedup"].toolTip()  # the paper's form, v = 1
+    assert values["measured_speedup"] == "0.80×"
+    assert "one-token step\nmeasured at load: 40.0 ms" in \
+        view.speed.names["measured_speedup"].text()
     play(view, baseline_events())
     play(view, speculative_events())  # a baseline run of the same target is now known
     assert view.speed.values["measured_speedup"].text() == "2.00×"  # 20 tok/s vs 10 tok/s

@@ -1,0 +1,289 @@
+"""UI latency: main-thread stalls and event-to-screen latency, live and in a replay.
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_latency.py [--tokens 1000]
+        [--runs 20] [--replay-mb 50]
+
+On the main window, with the bundled pair (PRESETS[DEFAULT_PAIR]) on the CPU:
+
+1. live: runs until ``--tokens`` tokens were generated. A 5 ms heartbeat QTimer on the GUI
+   thread measures stalls (how late each beat fires); each event is stamped when the
+   worker emits it and again when the RunView's frame that folded it in has drawn it.
+2. memory: ``--runs`` runs of the same pair (the first phase's included); RSS and thread
+   count after each.
+3. replay: the live runs' events, repeated into a ~``--replay-mb`` MB recording, replayed at
+   full speed (``interval_ms=0``): stalls, time to first event on screen, latency from the
+   Replayer handing an event to the view to the frame that drew it, and events/s.
+
+Goals (issue 10): stalls p99 < 33 ms (one frame), latency p95 < 50 ms. Absolute figures
+depend on the machine and its load; the script prints the load average with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from specviz.core.events import Round, RunFinished, Settings, to_json  # noqa: E402
+from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS  # noqa: E402
+from specviz.gui.app import MainWindow, make_app  # noqa: E402
+from specviz.gui.worker import PairSpec  # noqa: E402
+
+STALL_GOAL_MS = 33.0
+LATENCY_GOAL_MS = 50.0
+BEAT_MS = 5
+
+
+def proc_status() -> tuple[float, int]:
+    """(RSS in MiB, threads) of this process, from /proc (Linux)."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
+                  .splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["Threads"])
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+class Heartbeat:
+    """A fast timer on the GUI thread: how late each beat fires is how long the thread stalled."""
+
+    def __init__(self) -> None:
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(BEAT_MS)
+        self.timer.timeout.connect(self._on_beat)
+        self.late_ms: list[float] = []
+        self._last: float | None = None
+        self.recording = False
+
+    def start(self) -> None:
+        self._last = None
+        self.timer.start()
+
+    def _on_beat(self) -> None:
+        now = time.perf_counter()
+        if self._last is not None and self.recording:
+            self.late_ms.append(max(0.0, (now - self._last) * 1000 - BEAT_MS))
+        self._last = now
+
+
+class FrameClock:
+    """Stamps events when they enter (emit or hand-over) and when a frame has drawn them."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.entered: dict[int, float] = {}
+        self.latency_ms: list[float] = []
+        self.flush_ms: list[float] = []
+        self.recording = False
+        real_flush = view.flush
+
+        def flush(now: float | None = None) -> None:
+            queued = [id(e) for e in view.queue]
+            t0 = time.perf_counter()
+            real_flush(now)
+            t1 = time.perf_counter()
+            if not self.recording:
+                return
+            if queued:
+                self.flush_ms.append((t1 - t0) * 1000)
+            for key in queued:
+                t = self.entered.pop(key, None)
+                if t is not None:
+                    self.latency_ms.append((t1 - t) * 1000)
+
+        view.flush = flush  # the frame timer calls self.flush(): this instance attribute
+
+    def stamp(self, event: Any) -> None:
+        if isinstance(event, Round):
+            self.entered[id(event)] = time.perf_counter()
+
+
+def wait(app: QApplication, seconds: float) -> None:
+    loop = QEventLoop()
+    QTimer.singleShot(int(seconds * 1000), loop.quit)
+    loop.exec()
+
+
+def wait_for(signal: Any, timeout_s: float) -> None:
+    loop = QEventLoop()
+    signal.connect(loop.quit)
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    loop.exec()
+    signal.disconnect(loop.quit)
+
+
+def report(name: str, stalls: list[float], latency: list[float], extra: str = "") -> list[str]:
+    s50, s99 = pct(stalls, 50), pct(stalls, 99)
+    l50, l95 = pct(latency, 50), pct(latency, 95)
+    ok_s = "ok" if s99 < STALL_GOAL_MS else "MISSED"
+    ok_l = "ok" if l95 < LATENCY_GOAL_MS else "MISSED"
+    lines = [
+        f"{name}:",
+        f"  main-thread stalls (heartbeat {BEAT_MS} ms, lateness, n={len(stalls)}): "
+        f"p50 {s50:.1f} ms, p99 {s99:.1f} ms, max {max(stalls, default=0):.0f} ms  "
+        f"[goal p99 < {STALL_GOAL_MS:.0f} ms: {ok_s}]",
+        f"  event-to-screen latency (n={len(latency)} rounds): p50 {l50:.1f} ms, "
+        f"p95 {l95:.1f} ms, max {max(latency, default=0):.0f} ms  "
+        f"[goal p95 < {LATENCY_GOAL_MS:.0f} ms: {ok_l}]",
+    ]
+    if extra:
+        lines.append("  " + extra)
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tokens", type=int, default=1000, help="tokens in the live phase")
+    ap.add_argument("--runs", type=int, default=20, help="runs for memory and threads")
+    ap.add_argument("--replay-mb", type=float, default=50.0, help="size of the replayed file")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--save", type=Path, help="also write the live runs' recording here")
+    ap.add_argument("--replay-s", type=float, default=60.0,
+                    help="stop the replay after this long (it measures, it need not finish)")
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))  # one core left for the GUI
+    app = make_app()
+    tmp = Path(tempfile.mkdtemp(prefix="specviz-ui-latency-"))
+    store = QSettings(str(tmp / "settings.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=store, autoload=False)
+    window.resize(1600, 950)
+    window.show()
+    view = window.run_view
+    beat = Heartbeat()
+    clock = FrameClock(view)
+    controller = window.controller
+    controller.worker.yielded.connect(clock.stamp, Qt.ConnectionType.DirectConnection)
+    beat.start()
+
+    draft, target = PRESETS[DEFAULT_PAIR]
+    spec = PairSpec(draft, target, "cpu")
+    t0 = time.perf_counter()
+    controller.load(spec)
+    wait_for(controller.loaded, 120)
+    print(f"specviz UI latency benchmark: {DEFAULT_PAIR}, K={args.k}, T=0.7, CPU "
+          f"({torch.get_num_threads()} torch threads), Qt platform "
+          f"{app.platformName()}; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores", flush=True)
+    print(f"pair loaded in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    # -- 1 and 2: live runs -------------------------------------------------------------------
+    per_run = max(1, -(-args.tokens // args.runs))
+    memory: list[tuple[float, int]] = []
+    recorded: list[Any] = []
+    tokens = 0
+    live_s = 0.0
+    beat.recording = clock.recording = True
+    run = 0
+    while run < args.runs or tokens < args.tokens:
+        settings = Settings(k=args.k, temperature=0.7, max_new_tokens=per_run, seed=run)
+        t = time.perf_counter()
+        controller.start(spec, settings, DEFAULT_PROMPT)
+        wait_for(controller.finished, 300)
+        wait(app, 0.1)  # the last frame
+        live_s += time.perf_counter() - t
+        events = list(view.record.events)
+        recorded.extend(events)
+        finished = events[-1] if events and isinstance(events[-1], RunFinished) else None
+        tokens += finished.summary.tokens if finished else 0
+        run += 1
+        memory.append(proc_status())
+        if run >= 200:
+            break
+    beat.recording = clock.recording = False
+    live = report(f"live: {run} runs, {tokens} tokens in {live_s:.1f} s "
+                  f"({tokens / live_s:.1f} tokens/s with the UI)", beat.late_ms,
+                  clock.latency_ms, f"frame work (RunView.flush with events): p50 "
+                  f"{pct(clock.flush_ms, 50):.1f} ms, p99 {pct(clock.flush_ms, 99):.1f} ms")
+    print("\n".join(live), flush=True)
+    rss = [m[0] for m in memory]
+    threads = [m[1] for m in memory]
+    first = min(len(rss), 2)
+    mem = [f"memory over {len(memory)} runs: RSS after run 1 {rss[0]:.0f} MiB, after run "
+           f"{first} {rss[first - 1]:.0f} MiB, after run {len(rss)} {rss[-1]:.0f} MiB "
+           f"(max {max(rss):.0f}); growth from run {first} to {len(rss)}: "
+           f"{rss[-1] - rss[first - 1]:+.0f} MiB",
+           f"threads: {threads[0]} after run 1, {threads[-1]} after run {len(threads)} "
+           f"(min {min(threads)}, max {max(threads)})"]
+
+    print("\n".join(mem), flush=True)
+
+    # -- 3: a big recording at full speed ----------------------------------------------------
+    lines = [to_json(e) for e in recorded]
+    if args.save:
+        args.save.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    one = sum(len(x.encode()) + 1 for x in lines)
+    copies = max(1, int(args.replay_mb * 1024 * 1024 // one))
+    path = tmp / "big.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(copies):
+            f.write("\n".join(lines) + "\n")
+    size_mb = path.stat().st_size / 1024 / 1024
+    n_events = len(lines) * copies
+    replayer = window.replayer
+    replayer.interval_ms = 0
+    beat.late_ms.clear()
+    clock.latency_ms.clear()
+    clock.flush_ms.clear()
+    clock.entered.clear()
+    real_apply = view.apply
+
+    def apply(event: Any) -> None:
+        clock.stamp(event)
+        real_apply(event)
+
+    view.apply = apply  # the Replayer hands events to view.apply
+    first_shown: list[float] = []
+    beat.recording = clock.recording = True
+    t = time.perf_counter()
+    replayer.open(str(path))
+    opened = time.perf_counter() - t
+    while not first_shown:
+        wait(app, 0.005)
+        if view.record.events:
+            first_shown.append(time.perf_counter() - t)
+    wait_for(replayer.finished, max(0.0, args.replay_s - (time.perf_counter() - t)))
+    beat.recording = clock.recording = False
+    done = not replayer.active
+    replayer.stop()
+    replay_s = time.perf_counter() - t
+    n_shown = replayer.count
+    wait(app, 0.1)
+    view.apply = real_apply
+    rss_after, threads_after = proc_status()
+    replay = report(
+        f"replay at full speed: {size_mb:.0f} MB ({n_events} events), "
+        f"{'all' if done else 'stopped after'} {n_shown} events in {replay_s:.1f} s "
+        f"({n_shown / replay_s:.0f} events/s); open_recording returned in "
+        f"{opened * 1000:.1f} ms, first event on screen after {first_shown[0] * 1000:.0f} ms",
+        beat.late_ms, clock.latency_ms,
+        f"frame work: p50 {pct(clock.flush_ms, 50):.1f} ms, p99 "
+        f"{pct(clock.flush_ms, 99):.1f} ms; after the replay RSS {rss_after:.0f} MiB, "
+        f"{threads_after} threads (latency here: handed to the view -> drawn)")
+
+    print("\n".join(replay))
+    print(f"goals: stalls p99 < {STALL_GOAL_MS:.0f} ms, latency p95 < {LATENCY_GOAL_MS:.0f} ms")
+    window.close()
+    path.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""Honest speed figures: every speedup is measured against something named, or not shown.
+
+Units: one *step* is one forward pass of the target p on one new token with its KV cache
+(what the target alone does per token). Measured at load by :func:`measure_target_step`.
+
+- c = time of one draft pass ÷ step, v = time of one verify pass (K + 1 positions) ÷ step.
+  On a CPU a verify pass costs more than a step (v ≈ 1.4 on the bundled pair), which the
+  paper's form (v = 1) leaves out.
+- expected speedup = E[tokens per round] ÷ (K·c + v), E = (1 − α^(K+1)) / (1 − α)
+  (Leviathan et al., eq. 1 and thm 3.8, with the verify pass at its measured cost).
+- measured speedup: tokens/s of the run ÷ tokens/s of the target alone on the same prompt
+  (a race), or, without one, ÷ (1 / step).
+
+Qt-free; the GUI's SpeedStats and the race view read these.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def expected_tokens_per_round(alpha: float, k: int) -> float:
+    """E[tokens per round] = (1 − α^(K+1)) / (1 − α) = 1 + α + … + α^K."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
+    """E[tokens per round] ÷ (K·c + v), in one-token target steps; v = 1 is the paper's form."""
+    denominator = k * cost_ratio + verify_cost
+    return expected_tokens_per_round(alpha, k) / denominator if denominator > 0 else 0.0
+
+
+def speedup_vs_step(tokens: int, elapsed_s: float, step_s: float) -> float:
+    """Speedup against the target alone at one measured step per token: tokens·step ÷ elapsed."""
+    if tokens <= 0 or elapsed_s <= 0 or step_s <= 0:
+        return 0.0
+    return tokens * step_s / elapsed_s
+
+
+def speedup_vs_run(tokens_per_s: float, baseline_tokens_per_s: float) -> float:
+    """Speedup against a measured target-alone run: the ratio of tokens per second."""
+    if tokens_per_s <= 0 or baseline_tokens_per_s <= 0:
+        return 0.0
+    return tokens_per_s / baseline_tokens_per_s
+
+
+def describe_step(step_s: float) -> str:
+    """How the reference reads on screen: 'vs target one-token step measured at load: 41.2 ms'."""
+    return f"vs target one-token step measured at load: {step_s * 1000:.1f} ms"
+
+
+def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: int = 32,
+                        clock: Callable[[], float] = time.perf_counter,
+                        budget_s: float = 1.0) -> float:
+    """Seconds of one target step (median of ``passes`` after ``warmup``), as the baseline does it.
+
+    A ``context``-token prefix is cached first; each step then feeds one token, keeps one row
+    of logits and turns it into probabilities, as the autoregressive decoder does per token.
+    Timed passes stop early once they took ``budget_s`` (at least one is always timed), so a
+    large model or a busy machine does not hold the load up for long.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    from .models import model_device
+
+    model = pair.target
+    device = model_device(model)
+    vocab = int(pair.vocab_size)
+    ids = torch.arange(context, dtype=torch.long, device=device).remainder(vocab)[None]  # (1, T)
+    times: list[float] = []
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        token = out.logits[0, -1, :vocab].argmax().view(1, 1)  # (1, 1)
+        for i in range(warmup + passes):
+            if i > warmup and sum(times[warmup:]) >= budget_s:
+                break
+            t0 = clock()
+            out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            cache = out.past_key_values
+            probs = torch.softmax(out.logits[0, -1, :vocab].float(), dim=-1).cpu()  # (V,)
+            times.append(clock() - t0)
+            token = probs.argmax().view(1, 1).to(device)
+    return float(statistics.median(times[warmup:]))
+
+
+__all__ = [
+    "describe_step",
+    "expected_speedup",
+    "expected_tokens_per_round",
+    "measure_target_step",
+    "speedup_vs_run",
+    "speedup_vs_step",
+]

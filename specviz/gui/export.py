@@ -1,0 +1,469 @@
+"""Exports for slides: plots as PNG / SVG, the coloured transcript as HTML, a run as a GIF.
+
+Everything is drawn offscreen from events (a live run's, or a recording's), in fresh views
+at projector size: a view is laid out at 1/scale of the requested pixels and drawn scaled
+up, so its type comes out as on a projector (token text ≥ 40 px, labels ≥ 24 px at
+1920 × 1080), and crisp: text and plots are drawn as vectors at the final size.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pyqtgraph as pg
+from pyqtgraph.exporters import ImageExporter, SVGExporter
+from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QApplication, QWidget
+
+from specviz.core.events import DraftPosition, Event, ExtraToken, Round, RunStarted
+from specviz.core.race import as_race
+
+from .bars import RoundBarsView
+from .record import RunRecord
+from .stats import AcceptanceView
+from .style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_marks
+
+PROJECTOR = (1920, 1080)
+PROJECTOR_SCALE = 1.5  # at 1920 px wide: 20 pt stream text -> 40 px, 12 pt labels -> 24 px
+RACE_SCALE = 1.1  # the race view: 30 pt tokens -> 44 px, 18 pt captions -> 26 px
+
+
+def projector_scale(width: int) -> float:
+    """How much to enlarge a view drawn for ``width`` pixels (1.5 at 1920, in proportion)."""
+    return PROJECTOR_SCALE * width / PROJECTOR[0]
+
+
+def _offscreen(widget: QWidget, size: tuple[int, int], scale: float) -> None:
+    """Lay a widget out at the logical size that, scaled, fills ``size`` pixels."""
+    widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+    logical = (round(size[0] / scale), round(size[1] / scale))
+    # Fixed: an offscreen top-level may otherwise keep a size of its own choosing (a
+    # GraphicsLayoutWidget asked for 1280 × 720 stays at ~640 × 500). Export views are
+    # throwaway views, so fixing their size costs nothing.
+    widget.setFixedSize(*logical)
+    widget.show()
+    QApplication.processEvents()
+
+
+def render_widget(widget: QWidget, size: tuple[int, int], scale: float | None = None) -> QImage:
+    """The widget drawn into exactly ``size`` pixels, its contents enlarged by ``scale``."""
+    scale = projector_scale(size[0]) if scale is None else scale
+    _offscreen(widget, size, scale)
+    image = QImage(QSize(*size), QImage.Format.Format_RGB32)
+    image.fill(Qt.GlobalColor.white)
+    painter = QPainter(image)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    painter.scale(scale, scale)
+    widget.render(painter, QPoint(0, 0))
+    painter.end()
+    return image
+
+
+# -- plots: pyqtgraph's exporters --------------------------------------------------------------
+
+
+@contextmanager
+def _closed_paths_tolerated() -> Iterator[None]:
+    """pyqtgraph 0.14's SVG exporter reads every path token as "x,y"; Qt 6.11 closes paths
+    with a bare "Z" (a view box's background) and the export fails. Drop those tokens for
+    the export: the path already returns to its start, and a fill closes it anyway."""
+    module = sys.modules[SVGExporter.__module__]
+    original = getattr(module, "correctCoordinates")  # noqa: B009 - not in its stubs
+
+    def correct(node: Any, defs: Any, item: Any, options: Any) -> Any:
+        for path in node.getElementsByTagName("path"):
+            d = path.getAttribute("d").strip()
+            tokens = d.split(" ")
+            kept = [t for t in tokens if "," in t]
+            if kept and len(kept) != len(tokens):
+                path.setAttribute("d", " ".join(kept))
+        return original(node, defs, item, options)
+
+    setattr(module, "correctCoordinates", correct)  # noqa: B010 - not in its stubs
+    try:
+        yield
+    finally:
+        setattr(module, "correctCoordinates", original)  # noqa: B010
+
+
+def export_graphics(graphics: pg.GraphicsLayoutWidget, path: str | Path,
+                    size: tuple[int, int] = PROJECTOR) -> Path:
+    """A pyqtgraph layout as PNG (exactly ``size`` pixels) or SVG, by the path's suffix."""
+    path = Path(path)
+    scale = projector_scale(size[0])
+    _offscreen(graphics, size, scale)
+    graphics.ci.setGeometry(graphics.viewport().rect().toRectF())
+    QApplication.processEvents()
+    scene = graphics.scene()
+    if path.suffix.lower() == ".svg":
+        exporter = SVGExporter(scene)
+        exporter.parameters()["width"] = size[0]
+        with _closed_paths_tolerated():
+            exporter.export(fileName=str(path))
+        return path
+    image_exporter = ImageExporter(scene)
+    params = image_exporter.parameters()
+    # Both sides exactly as asked (the source already has this aspect, up to rounding).
+    params.param("width").setValue(size[0], blockSignal=image_exporter.widthChanged)
+    params.param("height").setValue(size[1], blockSignal=image_exporter.heightChanged)
+    image_exporter.export(fileName=str(path))
+    return path
+
+
+def export_bars(rnd: Round, path: str | Path, size: tuple[int, int] = PROJECTOR) -> Path:
+    """The p/q panel of one round (one plot per position) as PNG or SVG."""
+    view = RoundBarsView()
+    view.graphics.setParent(None)  # the plots alone, at the requested size
+    scale = projector_scale(size[0])
+    _offscreen(view.graphics, size, scale)
+    view.show_round(rnd)
+    try:
+        return export_graphics(view.graphics, path, size)
+    finally:
+        view.graphics.close()
+        view.graphics.deleteLater()
+        view.deleteLater()
+
+
+def export_acceptance(events: Sequence[Event], path: str | Path,
+                      size: tuple[int, int] = PROJECTOR) -> Path:
+    """The acceptance plots of a run (the last run in ``events``) as PNG or SVG."""
+    record = RunRecord()
+    for event in events:
+        if isinstance(event, RunStarted):
+            record = RunRecord()
+        record.add(event)
+    view = AcceptanceView()
+    scale = projector_scale(size[0])
+    _offscreen(view, size, scale)
+    view.update_from(record)
+    try:
+        return export_graphics(view, path, size)
+    finally:
+        view.close()
+        view.deleteLater()
+
+
+# -- the transcript as a standalone HTML page ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token as the stream draws it, with the figures of its tooltip."""
+
+    text: str
+    kind: str  # accepted / rejected / resampled / bonus / target
+    round_index: int
+    position: int
+    draft: DraftPosition | None
+    extra: ExtraToken | None
+
+    def tooltip(self) -> str:
+        """Plain-text figures: p, q, min(1, p/q), r and the decision."""
+        where = f"round {self.round_index + 1}, position {self.position + 1}"
+        d, e = self.draft, self.extra
+        if self.kind in ("accepted", "rejected") and d is not None:
+            decision = ("r < min(1, p/q): accepted" if self.kind == "accepted" else
+                        "r ≥ min(1, p/q): rejected, resampled from norm(max(0, p − q))")
+            return (f"{where} · p = {fmt_prob(d.p)} · q = {fmt_prob(d.q)} · "
+                    f"min(1, p/q) = {fmt_prob(d.ratio)} · r = {fmt_prob(d.r)} · {decision}")
+        assert e is not None
+        if self.kind == "resampled" and d is not None:
+            return (f"{where} · p = {fmt_prob(e.p)} · drawn from norm(max(0, p − q)) with "
+                    f"probability {fmt_prob(e.prob)} · replaces the rejected draft "
+                    f"(p = {fmt_prob(d.p)}, q = {fmt_prob(d.q)}, min(1, p/q) = "
+                    f"{fmt_prob(d.ratio)}, r = {fmt_prob(d.r)}) · decision: resampled")
+        if self.kind == "bonus":
+            return f"{where} · p = {fmt_prob(e.p)} · all K drafts accepted · decision: bonus from p"
+        return f"{where} · p = {fmt_prob(e.p)} · target alone: drawn from p"
+
+
+def transcript_tokens(events: Sequence[Event]) -> list[Token]:
+    """Every token of the last run in ``events``, in the order and with the kinds of the stream."""
+    tokens: list[Token] = []
+    for event in events:
+        if isinstance(event, RunStarted):
+            tokens = []
+        if not isinstance(event, Round):
+            continue
+        kept = len(event.appended_ids)
+        for d in event.drafted:
+            if d.status == "accepted" and d.index < kept:
+                text = special_marker(event.appended_texts[d.index], d.text)
+                tokens.append(Token(text, "accepted", event.index, d.index, d, None))
+            elif d.status == "rejected":
+                tokens.append(Token(d.text, "rejected", event.index, d.index, d, None))
+        if event.extra is not None and kept > event.n_accepted:
+            i = event.n_accepted
+            draft = event.drafted[i] if i < len(event.drafted) else None
+            text = special_marker(event.appended_texts[i], event.extra.text)
+            tokens.append(Token(text, event.extra.kind, event.index, i, draft, event.extra))
+    return [t for t in tokens if t.text]  # half of a split character shows with the next
+
+
+def _css() -> str:
+    rules = ["body { font-family: 'DejaVu Sans', sans-serif; margin: 40px; color: #111; "
+             "background: #fff; }",
+             "h1 { font-size: 36px; } .meta, .legend { font-size: 24px; }",
+             ".prompt { font-size: 30px; color: #5E5E5E; white-space: pre-wrap; }",
+             ".text { font-size: 40px; line-height: 1.5; white-space: pre-wrap; }",
+             ".tok { border-radius: 4px; }",
+             ".rejected { font-size: 26px; }"]
+    for key in ("prompt", *STREAM_KINDS):
+        f = FATES[key]
+        deco = " ".join(d for d, on in (("line-through", f.strike), ("underline", f.underline),
+                                        ("overline", f.overline)) if on) or "none"
+        rules.append(f".{key} {{ color: {f.foreground}; "
+                     + (f"background: {f.background}; " if key != "prompt" else "")
+                     + f"text-decoration: {deco}; font-weight: {'900' if f.bold else '400'}; "
+                     f"font-style: {'italic' if f.italic else 'normal'}; }}")
+    return "\n".join(rules)
+
+
+def transcript_html(events: Sequence[Event], title: str = "specviz transcript") -> str:
+    """A standalone page: the prompt, then each token coloured by its fate, figures on hover.
+
+    The last run of the recording; of a race, its speculative run (the one with colours).
+    """
+    race = as_race(events)
+    if race is not None:
+        events = race.speculative.events
+    started = next((e for e in reversed(events) if isinstance(e, RunStarted)), None)
+    parts = []
+    for tok in transcript_tokens(events):
+        text = tok.text if tok.kind == "rejected" else with_newline_marks(tok.text)
+        parts.append(f'<span class="tok {tok.kind}" data-round="{tok.round_index + 1}" '
+                     f'title="{escape(tok.tooltip())}">{escape(text)}</span>')
+    legend = " ".join(f'<span class="tok {k}">&nbsp;{escape(FATES[k].label)}&nbsp;</span>'
+                      for k in STREAM_KINDS)
+    meta = ""
+    if started is not None:
+        s, pair = started.settings, started.pair
+        who = (f"{pair.draft} → {pair.target}, K = {s.k}" if started.mode == "speculative"
+               else f"{pair.target} alone")
+        temp = "greedy (T = 0)" if s.temperature == 0 else f"T = {s.temperature:g}"
+        meta = f"{escape(who)} · {temp} · seed {s.seed} · p = target, q = draft"
+    prompt = escape(started.prompt) if started is not None else ""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title>\n<style>\n{_css()}\n</style></head>\n<body>\n"
+            f"<h1>{escape(title)}</h1>\n<p class=\"meta\">{meta}</p>\n"
+            f"<p class=\"legend\">{legend} &nbsp; (hover a token for p, q, min(1, p/q), r and "
+            "the decision)</p>\n"
+            f"<div class=\"prompt\">{prompt}</div>\n"
+            f"<div class=\"text\">{''.join(parts)}</div>\n</body></html>\n")
+
+
+def export_transcript(events: Sequence[Event], path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(transcript_html(events), encoding="utf-8")
+    return path
+
+
+# -- an animation of a recording ------------------------------------------------------------------
+
+MIN_FRAME_MS = 80
+MAX_FRAME_MS = 2000
+HOLD_LAST_MS = 4000
+
+
+def _to_pil(image: QImage) -> Any:  # a PIL.Image.Image (Pillow is imported when needed)
+    from PIL import Image
+
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    data = bytes(rgb.constBits())
+    return Image.frombuffer("RGB", (rgb.width(), rgb.height()), data, "raw", "RGB",
+                            rgb.bytesPerLine(), 1)
+
+
+def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
+                     speed: float = 1.0) -> tuple[list[QImage], list[int]]:
+    """Frames (and their durations in ms) of a recording: a race plays as a race.
+
+    A run: the prompt, then one frame per round, each held for the round's measured time.
+    A race: one frame at each moment either side finishes a round, on the shared clock.
+    """
+    race = as_race(events)
+    if race is not None:
+        from .race_view import RaceView
+
+        race_view = RaceView()
+        race_view.controls_row.hide()
+        race_view.load(list(events))
+        # The race view's type is already large (30 pt tokens): 1.1 at 1920 gives 44 px
+        # tokens and 26 px captions without squeezing two panes into 1280 px.
+        scale = RACE_SCALE * size[0] / PROJECTOR[0]
+        # Each moment a side shows something new (to the µs: one frame for equal times).
+        moments = sorted({round(t, 6) for t in
+                          [r.elapsed_s for side in (race.speculative, race.baseline)
+                           for r in side.rounds if r.elapsed_s <= race.duration_s]
+                          + [race.speculative.duration_s, race.baseline.duration_s]})
+        times = [0.0, *moments]
+        frames: list[QImage] = []
+        for t in times:
+            race_view.set_time(t)
+            for pane in race_view.panes.values():
+                pane.stream.apply_strikes(now=t + 10.0)
+            frames.append(render_widget(race_view, size, scale))
+        race_view.deleteLater()
+        return frames, _durations(times, speed)
+
+    from .run_view import RunView
+
+    view = RunView(frame_ms=1_000_000)  # frames are drawn by hand below
+    _offscreen(view, size, projector_scale(size[0]))
+    splitters = getattr(view, "splitters", ())
+    if splitters:  # at projector type the plots need half the width, not the live 44 %
+        top = splitters[0]
+        top.setSizes([top.width() // 2, top.width() - top.width() // 2])
+    times = [0.0]
+    images: list[QImage] = []
+    pending: list[Event] = []
+    for event in events:
+        pending.append(event)
+        if isinstance(event, Round) and not event.final or isinstance(event, RunStarted):
+            if isinstance(event, Round):
+                times.append(event.elapsed_s)
+            images.append(_run_frame(view, pending, size))
+            pending = []
+    if pending:  # the last round and the run's end: one frame
+        last = next((e for e in reversed(pending) if isinstance(e, Round)), None)
+        frame = _run_frame(view, pending, size)
+        if last is not None:
+            times.append(last.elapsed_s)
+            images.append(frame)
+        elif images:  # the end alone (after a round not marked final): redraw the last frame
+            images[-1] = frame
+    view.timer.stop()
+    view.deleteLater()
+    return images, _durations(times[: len(images)], speed)
+
+
+def final_frame(events: Sequence[Event], size: tuple[int, int] = PROJECTOR) -> QImage:
+    """The last frame of :func:`animation_frames` alone (a race at its end, or the run)."""
+    race = as_race(events)
+    if race is not None:
+        from .race_view import RaceView
+
+        race_view = RaceView()
+        race_view.controls_row.hide()
+        race_view.load(list(events))
+        race_view.set_time(race.duration_s)
+        for pane in race_view.panes.values():
+            pane.stream.apply_strikes(now=race.duration_s + 10.0)
+        image = render_widget(race_view, size, RACE_SCALE * size[0] / PROJECTOR[0])
+        race_view.deleteLater()
+        return image
+    from .run_view import RunView
+
+    view = RunView(frame_ms=1_000_000)
+    _offscreen(view, size, projector_scale(size[0]))
+    image = _run_frame(view, list(events), size)
+    view.timer.stop()
+    view.deleteLater()
+    return image
+
+
+def _run_frame(view: QWidget, events: list[Event], size: tuple[int, int]) -> QImage:
+    for event in events:
+        view.apply(event)  # type: ignore[attr-defined]
+    view.flush(now=0.0)  # type: ignore[attr-defined]
+    view.stream.apply_strikes(now=1e9)  # type: ignore[attr-defined]
+    return render_widget(view, size)
+
+
+def _durations(times: list[float], speed: float) -> list[int]:
+    """How long each frame stays: until the next moment, at ``speed``; the last one holds."""
+    out = []
+    for now, nxt in zip(times, times[1:], strict=False):
+        ms = 1000 * (nxt - now) / speed
+        out.append(10 * round(min(MAX_FRAME_MS, max(MIN_FRAME_MS, ms)) / 10))  # GIF: 10 ms units
+    out.append(HOLD_LAST_MS)
+    return out
+
+
+def export_animation(events: Sequence[Event], path: str | Path,
+                     size: tuple[int, int] = PROJECTOR, speed: float = 1.0) -> int:
+    """An animated GIF of a recording at ``size`` pixels; returns the number of frames."""
+    from PIL import Image
+
+    images, durations = animation_frames(events, size, speed)
+    kept: list[QImage] = []
+    held: list[int] = []
+    for image, ms in zip(images, durations, strict=True):
+        if kept and image == kept[-1]:  # nothing changed on screen: hold the frame longer
+            held[-1] += ms
+            continue
+        kept.append(image)
+        held.append(ms)
+    frames = [_to_pil(image).quantize(colors=128) for image in kept]
+    frames[0].save(str(path), save_all=True, append_images=frames[1:], duration=held,
+                   loop=0, optimize=False, disposal=1)
+    with Image.open(str(path)) as written:  # the count in the file, whatever Pillow merged
+        return int(getattr(written, "n_frames", 1))
+
+
+__all__ = [
+    "PROJECTOR",
+    "Token",
+    "animation_frames",
+    "export_acceptance",
+    "export_animation",
+    "export_bars",
+    "export_graphics",
+    "export_transcript",
+    "final_frame",
+    "projector_scale",
+    "render_widget",
+    "transcript_html",
+    "transcript_tokens",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exports from a recording, without loading any model (``python -m specviz.gui.export``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m specviz.gui.export",
+        description="Slides from a recording: the last frame as PNG, the run or race as a GIF, "
+                    "the transcript as HTML, the acceptance plots as PNG/SVG.")
+    parser.add_argument("recording", help="a .jsonl recording (a race plays as a race)")
+    parser.add_argument("--png", help="the last frame, as the audience sees it at the end")
+    parser.add_argument("--gif", help="an animated GIF of the whole recording")
+    parser.add_argument("--html", help="the coloured transcript (the last run)")
+    parser.add_argument("--acceptance", help="the acceptance plots (.png or .svg)")
+    parser.add_argument("--size", default="1920x1080", help="pixels, WIDTHxHEIGHT")
+    parser.add_argument("--speed", type=float, default=1.0, help="GIF playback speed")
+    args = parser.parse_args(argv)
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    size = (width, height)
+    from specviz.core.recording import read_recording
+
+    from .app import make_app
+
+    app = make_app()
+    events = read_recording(args.recording)
+    if args.png:
+        final_frame(events, size).save(args.png)
+        print(f"{args.png}: {width} × {height}")
+    if args.gif:
+        n = export_animation(events, args.gif, size, args.speed)
+        print(f"{args.gif}: {n} frames")
+    if args.html:
+        print(export_transcript(events, args.html))
+    if args.acceptance:
+        print(export_acceptance(events, args.acceptance, size))
+    del app
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

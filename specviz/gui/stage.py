@@ -1,0 +1,293 @@
+"""Made for the stage: the race, the step measured at load, and File → Export, hooked onto a
+MainWindow from outside (``install_stage(window)``), so the window's own code stays small.
+
+- The loader is wrapped: after a pair loads, on the loading thread, the target's one-token
+  step is timed (:func:`specviz.core.speed.measure_target_step`) and handed to the run view
+  as the reference of its speed figures.
+- Run → Race (F7): the speculative run, then the target alone, as two jobs of the same
+  controller, one after the other; a race window plays them together when both are measured.
+- File → Open race recording…, File → Export ▸ (plots as PNG / SVG, transcript as HTML, the
+  run or the race as an animated GIF at 1920 × 1080).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMenu, QWidget
+
+from specviz.core.events import Event, RunFailed, RunFinished, to_json
+from specviz.core.race import as_race
+
+from .race_view import RaceView
+
+RACE_KEY = "F7"
+
+
+class StepReporter(QObject):
+    """Carries a step timed on the loading thread to the GUI thread (a queued signal)."""
+
+    measured = Signal(str, str, float)  # target name, device, seconds
+
+
+def measuring_loader(loader: Callable[..., Any], reporter: StepReporter) -> Callable[..., Any]:
+    """``loader``, then the target's one-token step timed on the same (loading) thread."""
+
+    def load(draft: str | None, target: str, device: str = "auto", dtype: str = "auto",
+             progress: Callable[[str], None] | None = None) -> Any:
+        pair = loader(draft, target, device, dtype, progress=progress)
+        if progress is not None:
+            progress("Timing the target's one-token step (the speed reference)…")
+        try:
+            from specviz.core.speed import measure_target_step
+
+            step = measure_target_step(pair)
+        except Exception:  # noqa: BLE001 - no reference, no speedup: never a failed load
+            return pair
+        reporter.measured.emit(str(pair.target_name), str(pair.device), step)
+        return pair
+
+    load.wrapped = loader  # type: ignore[attr-defined]
+    return load
+
+
+def _wrap_loader(controller: Any, reporter: StepReporter) -> None:
+    """Wrap the loader wherever this controller keeps it (itself, or its worker)."""
+    for owner in (controller, getattr(controller, "worker", None)):
+        loader = getattr(owner, "loader", None)
+        if loader is not None and not hasattr(loader, "wrapped"):
+            owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]
+            return
+
+
+class RaceWindow(QMainWindow):
+    """A window of its own for the race (drag it to the projector; F11 full screen, Esc back)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        # A window of its own, owned by the main window: it goes when that one goes, and
+        # never keeps the application running by itself.
+        self.setWindowFlag(Qt.WindowType.Window)
+        self.setWindowTitle("specviz — race: speculative vs the target alone")
+        self.view = RaceView()
+        self.setCentralWidget(self.view)
+        self.resize(1600, 950)
+        for keys, slot in ((["F11"], self.toggle_full_screen), (["Esc"], self.showNormal),
+                           (["Space"], self.view.toggle_play), (["Ctrl+S"], self.save),
+                           (["Home"], self.view.restart)):
+            action = QAction(self)
+            action.setShortcuts([QKeySequence(k) for k in keys])
+            action.triggered.connect(slot)
+            self.addAction(action)
+
+    def toggle_full_screen(self) -> None:
+        self.showNormal() if self.isFullScreen() else self.showFullScreen()
+
+    def save(self, path: str | None = None) -> None:
+        """Save the race recording (both runs, speculative first)."""
+        if not self.view.events:
+            return
+        if not path:
+            path, _ = QFileDialog.getSaveFileName(self, "Save race recording", "race.jsonl",
+                                                  "Recordings (*.jsonl)")
+        if path:
+            Path(path).write_text("".join(to_json(e) + "\n" for e in self.view.events),
+                                  encoding="utf-8")
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.view.pause()
+        super().closeEvent(event)
+
+
+class RaceRunner(QObject):
+    """Runs a race through the window's controller: speculative job, then target-alone job."""
+
+    def __init__(self, window: Any, race_window: RaceWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.race_window = race_window
+        self.job_id: int | None = None
+        self.phase = ""  # "speculative", "baseline" or "" (no race running)
+        self.request: tuple[Any, Any, str, bool] | None = None
+        self._finished_run = False
+        c = window.controller
+        c.yielded.connect(self._on_yielded)
+        c.failed.connect(self._on_failed)
+        c.finished.connect(self._on_job_finished)
+
+    def start(self) -> None:
+        w = self.window
+        spec, settings = w.pair_spec(), w.sampling()
+        if not spec.target or spec.draft is None:
+            w._on_failed(RunFailed("A race needs a draft (q) and a target (p).", "input"))
+            return
+        if settings.seed is None:  # both runs draw from one seed
+            from dataclasses import replace
+
+            settings = replace(settings, seed=int.from_bytes(os.urandom(4), "little"))
+        chat = w.chat.isChecked()
+        self.request = (spec, settings, w.prompt.toPlainText(), chat)
+        self.race_window.view.clear()
+        self.race_window.show()
+        self.race_window.raise_()
+        self._start_phase("speculative")
+
+    def _start_phase(self, phase: str) -> None:
+        assert self.request is not None
+        spec, settings, prompt, chat = self.request
+        self.phase, self._finished_run = phase, False
+        w = self.window
+        if hasattr(w, "replayer"):
+            w.replayer.stop()
+        job = w.controller.start(spec, settings, prompt, chat=chat,
+                                 baseline=phase == "baseline")
+        self.job_id = job.job_id
+
+    def _on_yielded(self, event: Event) -> None:
+        if self.phase:
+            self.race_window.view.apply(event)
+            self._finished_run = isinstance(event, RunFinished)
+
+    def _on_failed(self, failure: RunFailed) -> None:
+        if self.phase:
+            self.phase = ""
+
+    def _on_job_finished(self, job_id: int) -> None:
+        if not self.phase or job_id != self.job_id:
+            return
+        if self.phase == "speculative" and self._finished_run:
+            self._start_phase("baseline")  # only now: the two never share the cores
+        else:
+            self.phase = ""
+
+
+def _ask_path(parent: QWidget, title: str, name: str, filters: str) -> str:
+    path, _ = QFileDialog.getSaveFileName(parent, title, name, filters)
+    return path
+
+
+def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
+    """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs."""
+    from . import export
+
+    menu = QMenu("&Export", window)
+
+    def events() -> list[Event]:
+        return list(window.run_view.record.events)
+
+    def say(message: str) -> None:
+        label = getattr(window, "status_label", None)
+        if label is not None:
+            label.setText(message)
+
+    def plot(kind: str, suffix: str) -> None:
+        name = f"{kind}.{suffix}"
+        path = _ask_path(window, f"Export {kind} as {suffix.upper()}", name,
+                         f"{suffix.upper()} (*.{suffix})")
+        if not path:
+            return
+        if kind == "pq-panel":
+            rnd = window.run_view.shown_round()
+            if rnd is None:
+                say("Nothing to export yet: run or open a recording first.")
+                return
+            export.export_bars(rnd, path)
+        else:
+            export.export_acceptance(events(), path)
+        say(f"Exported {path} (1920 × 1080, projector type)")
+
+    def transcript() -> None:
+        path = _ask_path(window, "Export the transcript", "transcript.html", "HTML (*.html)")
+        if path:
+            export.export_transcript(events(), path)
+            say(f"Exported {path}")
+
+    def animation(race: bool) -> None:
+        source = race_window.view.events if race else events()
+        if not source:
+            say("Nothing to animate yet.")
+            return
+        path = _ask_path(window, "Export an animation", "race.gif" if race else "run.gif",
+                         "GIF (*.gif)")
+        if path:
+            n = export.export_animation(source, path)
+            say(f"Exported {path}: {n} frames at 1920 × 1080")
+
+    for label, slot in (
+            ("p/q panel of the shown round as PNG…", lambda: plot("pq-panel", "png")),
+            ("p/q panel of the shown round as SVG…", lambda: plot("pq-panel", "svg")),
+            ("Acceptance plots as PNG…", lambda: plot("acceptance", "png")),
+            ("Acceptance plots as SVG…", lambda: plot("acceptance", "svg")),
+            ("Coloured transcript as HTML…", transcript),
+            ("Run as an animated GIF (1920 × 1080)…", lambda: animation(False)),
+            ("Race as an animated GIF (1920 × 1080)…", lambda: animation(True))):
+        menu.addAction(label, slot)
+    return menu
+
+
+def open_race_recording(window: Any, race_window: RaceWindow, path: str | None = None) -> bool:
+    """Open a race recording in the race window; False (and a message) if it is not a race."""
+    if not path:
+        path, _ = QFileDialog.getOpenFileName(window, "Open race recording", "",
+                                              "Recordings (*.jsonl *.json);;All files (*)")
+    if not path:
+        return False
+    from specviz.core.recording import RecordingError, read_recording
+
+    try:
+        events = read_recording(path)
+    except RecordingError as exc:
+        window._on_failed(RunFailed(f"Could not read {path}: {exc}", "input"))
+        return False
+    if as_race(events) is None:
+        window._on_failed(RunFailed(f"{Path(path).name} is not a race (a speculative run, then "
+                                    "the target alone on the same prompt and settings): open "
+                                    "it with Open recording.", "input"))
+        return False
+    race_window.view.load(events)
+    race_window.show()
+    race_window.raise_()
+    race_window.view.play()
+    return True
+
+
+def install_stage(window: Any) -> RaceWindow:
+    """Hook the race, the measured step and File → Export onto a MainWindow."""
+    reporter = StepReporter(window)
+    reporter.measured.connect(window.run_view.set_target_step,
+                              Qt.ConnectionType.QueuedConnection)
+    _wrap_loader(window.controller, reporter)
+    race_window = RaceWindow(window)
+    window.race_window = race_window
+    window.race_runner = RaceRunner(window, race_window)
+    window.step_reporter = reporter
+
+    race = QAction("Race: speculative, then the target alone", window)
+    race.setShortcut(QKeySequence(RACE_KEY))
+    race.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+    race.setToolTip(f"Race ({RACE_KEY}): the same prompt, seed and settings, measured one "
+                    "after the other, then replayed side by side on one clock")
+    race.triggered.connect(window.race_runner.start)
+    window.addAction(race)
+    window.actions_by_name["race"] = race
+    menus = {m.title().replace("&", ""): m for m in
+             (a.menu() for a in window.menuBar().actions()) if m is not None}
+    if "Run" in menus:
+        menus["Run"].addAction(race)
+    file_menu = menus.get("File")
+    if file_menu is not None:
+        first = file_menu.actions()[2] if len(file_menu.actions()) > 2 else None
+        open_race = QAction("Open race recording (.jsonl)…", window)
+        open_race.triggered.connect(lambda: open_race_recording(window, race_window))
+        file_menu.insertAction(first, open_race)
+        file_menu.insertMenu(first, build_export_menu(window, race_window))
+    return race_window
+
+
+__all__ = ["RaceRunner", "RaceWindow", "StepReporter", "build_export_menu", "install_stage",
+           "measuring_loader", "open_race_recording"]

@@ -1,0 +1,363 @@
+"""The race view: two runs on one shared clock; a race recording read back shows the same."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specviz.core.events import RunFinished, RunStarted, from_json, to_json
+from specviz.gui.race_view import RaceView, user_text
+from specviz.gui.run_view import RunView
+from tests.gui.scripted import PROMPT, baseline_events, speculative_events
+from tests.mutation import mutant
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
+                                       "This plugin does not support raise")
+
+
+def scripted_race(temperature: float | None = None) -> list:
+    events = [*speculative_events(), *baseline_events()]
+    if temperature is None:
+        return events
+    return [replace(e, settings=replace(e.settings, temperature=temperature))
+            if isinstance(e, RunStarted) else e for e in events]
+
+
+@pytest.fixture
+def race_view(qtbot) -> RaceView:
+    view = RaceView(frame_ms=10_000)  # the clock is moved by hand with set_time
+    qtbot.addWidget(view)
+    view.resize(1600, 900)
+    return view
+
+
+def stream_text(events: list, qtbot) -> str:
+    view = RunView(frame_ms=10_000)
+    qtbot.addWidget(view)
+    for e in events:
+        view.apply(e)
+    view.flush(now=0.0)
+    view.stream.apply_strikes(now=100.0)
+    return view.stream.toPlainText()
+
+
+def test_both_panes_follow_one_clock_from_their_own_timestamps(race_view: RaceView) -> None:
+    assert race_view.load(scripted_race())
+    state = race_view.state()
+    assert (state.speculative.rounds, state.baseline.rounds) == (0, 0)
+    assert state.speculative.text == state.baseline.text == ""  # nothing written yet
+    assert race_view.prompt.text() == f"Prompt (both runs): “{PROMPT}”"  # shown once
+    race_view.set_time(0.25)  # speculative rounds end at 0.1, 0.2, 0.3 ..; target alone too
+    state = race_view.state()
+    assert (state.speculative.rounds, state.speculative.tokens) == (2, 7)
+    assert (state.baseline.rounds, state.baseline.tokens) == (2, 2)
+    assert state.speculative.clock == state.baseline.clock == "0.25 s"
+    assert state.speculative.tokens_per_s == "28.0"  # 7 tokens in 0.25 s
+    assert state.baseline.tokens_per_s == "8.0"
+    assert state.speedup == "7 vs 2 tokens so far · speedup when both have finished"
+    race_view.set_time(0.4)  # the target alone finished at 0.3 s: its clock stops there
+    state = race_view.state()
+    assert state.baseline.clock == "0.30 s" and "done in 0.30 s" in state.baseline.status
+    assert state.speculative.clock == "0.40 s" and "done" not in state.speculative.status
+    race_view.set_time(10.0)  # clamped to the race's end, 0.5 s
+    state = race_view.state()
+    assert state.time_s == 0.5
+    assert state.speedup == "Measured speedup 2.00×  (20.0 vs 10.0 tokens/s)"
+    assert "differ by design" in state.identity  # T = 1
+
+
+def test_each_pane_draws_its_run_as_the_live_view(qtbot, race_view: RaceView) -> None:
+    race_view.load(scripted_race())
+    race_view.set_time(race_view.duration_s)
+    for pane in race_view.panes.values():
+        pane.stream.apply_strikes(now=100.0)
+    # The same tokens as the live view draws after the prompt (shown once, above the panes).
+    assert PROMPT + race_view.panes["speculative"].stream.toPlainText() == \
+        stream_text(speculative_events(), qtbot)
+    assert PROMPT + race_view.panes["baseline"].stream.toPlainText() == \
+        stream_text(baseline_events(), qtbot)
+    kinds = {s.kind for s in race_view.panes["speculative"].stream.spans}
+    assert kinds == {"accepted", "rejected", "resampled", "bonus"}
+    assert {s.kind for s in race_view.panes["baseline"].stream.spans} == {"target"}
+
+
+def test_the_prompt_shows_without_its_chat_template() -> None:
+    chatml = ("<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n<|im_start|>user\n"
+              "What are three facts about water?<|im_end|>\n<|im_start|>assistant\n")
+    assert user_text(chatml) == "What are three facts about water?"
+    assert user_text("[INST] Hello there [/INST]") == "Hello there"
+    assert user_text("Once upon") == "Once upon"  # no template: the prompt itself
+
+
+def test_the_first_to_finish_is_named(race_view: RaceView) -> None:
+    race_view.load(scripted_race())
+    race_view.set_time(0.5)
+    state = race_view.state()
+    assert state.baseline.status == "✔ done in 0.30 s — finished first"
+    assert state.speculative.status == "✔ done in 0.50 s"
+
+
+def test_greedy_identity_check(race_view: RaceView) -> None:
+    events = scripted_race(temperature=0.0)
+    race_view.load(events)
+    assert "checked when both" in race_view.state().identity  # not before the end
+    race_view.set_time(1.0)
+    assert race_view.state().identity.startswith("T = 0: identical text ✗")
+    assert "token 3" in race_view.state().identity  # " the cat" then " dog" vs " sat"
+    spec_ids = events[5].generated_ids
+    same = [replace(e, generated_ids=spec_ids) if isinstance(e, RunFinished) else e
+            for e in events]
+    race_view.load(same)
+    race_view.set_time(1.0)
+    assert race_view.state().identity.startswith("T = 0: identical text ✓")
+
+
+def test_a_lenient_race_claims_no_identity(race_view: RaceView) -> None:
+    events = [replace(e, settings=replace(e.settings, temperature=0.0, lenience=0.5))
+              if isinstance(e, RunStarted) else e for e in scripted_race()]
+    race_view.load(events)
+    race_view.set_time(1.0)
+    assert race_view.state().identity.startswith("lenience 0.5 < 1")
+
+
+def test_the_clock_going_back_redraws_the_past(race_view: RaceView, qtbot) -> None:
+    race_view.load(scripted_race())
+    race_view.set_time(0.45)
+    race_view.set_time(0.15)
+    back = race_view.state()
+    fresh = RaceView(frame_ms=10_000)
+    qtbot.addWidget(fresh)
+    fresh.load(scripted_race())
+    fresh.set_time(0.15)
+    assert back == fresh.state()
+
+
+def test_says_on_screen_how_it_was_measured(race_view: RaceView) -> None:
+    race_view.load(scripted_race())
+    race_view.show()
+    assert race_view.note.isVisible()
+    assert "one after the other" in race_view.note.text()
+    assert "one clock" in race_view.note.text()
+
+
+def test_a_race_recording_read_back_reproduces_the_view(qtbot, tmp_path: Path) -> None:
+    live = RaceView(frame_ms=10_000)
+    qtbot.addWidget(live)
+    events = scripted_race(temperature=0.0)
+    for e in events[:8]:  # the speculative run and the start of the target alone
+        live.apply(e)
+    assert live.race is None and live.state().baseline.rounds == 1
+    for e in events[8:]:
+        live.apply(e)
+    assert live.race is not None and live.playing  # measured: now both replay together
+    live.pause()
+    path = tmp_path / "race.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in live.events), encoding="utf-8")
+    try:
+        from specviz.core.recording import read_recording  # the validating reader
+        back = read_recording(path)
+    except ImportError:  # not merged yet: the plain reader
+        back = [from_json(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    replayed = RaceView(frame_ms=10_000)
+    qtbot.addWidget(replayed)
+    assert replayed.load(back)
+    assert back == events
+    for t in (0.0, 0.1, 0.25, 0.35, 0.5):
+        live.set_time(t)
+        replayed.set_time(t)
+        assert replayed.state() == live.state(), t
+
+
+def test_not_a_race_is_refused(race_view: RaceView) -> None:
+    assert not race_view.load(speculative_events())
+    assert race_view.race is None
+
+
+RACE_VIEW = sys.modules["specviz.gui.race_view"]
+MUTANTS = {
+    "no redraw when the clock goes back": (
+        "test_the_clock_going_back_redraws_the_past", "RacePane",
+        [("if n < self.shown:", "if False:")]),
+    "one clock for both: the longer run's time": (
+        "test_both_panes_follow_one_clock_from_their_own_timestamps", "RacePane",
+        [("own = min(t, side.duration_s) if side.finished is not None else t", "own = t")]),
+    "identity shown before the end": (
+        "test_greedy_identity_check", "RaceView",
+        [("if t < race.duration_s or race.identical is None:", "if race.identical is None:")]),
+    "the first round never drawn": (
+        "test_each_pane_draws_its_run_as_the_live_view", "RacePane",
+        [("self.stream.add_rounds(list(side.rounds[self.shown:n]), now=t)",
+          "self.stream.add_rounds(list(side.rounds[max(self.shown, 1):n]), now=t)")]),
+    "the slower side named first": (
+        "test_the_first_to_finish_is_named", "RaceView",
+        [("race.speculative.duration_s < race.baseline.duration_s",
+          "race.speculative.duration_s > race.baseline.duration_s")]),
+    "lenience ignored": ("test_a_lenient_race_claims_no_identity", "RaceView",
+                         [("if lenience < 1.0:", "if False:")]),
+    "the note hidden": ("test_says_on_screen_how_it_was_measured", "RaceView",
+                        [("layout.addWidget(self.note)", "self.note.hide()")]),
+    "a finished live race not replayed": (
+        "test_a_race_recording_read_back_reproduces_the_view", "RaceView",
+        [("            self.load(self.events)\n            self.play()\n",
+          "            self.play()\n")]),
+    "the chat template shown": ("test_the_prompt_shows_without_its_chat_template", "user_text",
+                                [("for pattern in CHAT_USER:", "for pattern in ():")]),
+    "speedup shown before the end": (
+        "test_both_panes_follow_one_clock_from_their_own_timestamps", "RaceView",
+        [("        if t < race.duration_s:\n", "        if False:\n")]),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_test_rejects_its_broken_variant(name: str, qtbot, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    test_name, attr, edits = MUTANTS[name]
+    broken = mutant(getattr(RACE_VIEW, attr), *edits)
+    monkeypatch.setattr(RACE_VIEW, attr, broken)
+    monkeypatch.setitem(globals(), attr, broken)
+    view = RACE_VIEW.RaceView(frame_ms=10_000)
+    qtbot.addWidget(view)
+    view.resize(1600, 900)
+    test = globals()[test_name]
+    with pytest.raises(AssertionError):
+        if test_name in ("test_the_clock_going_back_redraws_the_past",
+                         "test_each_pane_draws_its_run_as_the_live_view"):
+            test(view, qtbot) if test_name.endswith("past") else test(qtbot, view)
+        elif test_name == "test_a_race_recording_read_back_reproduces_the_view":
+            test(qtbot, tmp_path)
+        elif test_name == "test_the_prompt_shows_without_its_chat_template":
+            test()
+        else:
+            test(view)
+
+
+# -- in the app: Run → Race (F7), the step measured at load, File → Export ------------------
+
+
+WAIT_MS = 60_000  # tiny models: seconds at most, even on a busy machine
+
+
+@pytest.fixture
+def window(qtbot, settings_store, tiny_pair):
+    w = make_window(qtbot, settings_store, tiny_pair)
+    yield w
+    w.close()
+
+
+def make_window(qtbot, settings_store, tiny_pair):
+    from specviz.gui.app import CUSTOM, MainWindow
+
+    w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
+    qtbot.addWidget(w)
+    w._set_preset(CUSTOM)
+    w.draft_edit.setText("tiny-draft")
+    w.target_edit.setText("tiny-target")
+    w.device.setCurrentText("cpu")
+    w.max_new.setValue(10)
+    w.temperature.setValue(0.0)
+    w.seed.setValue(-1)  # random: the race must still give both runs one seed
+    w.prompt.setPlainText("the cat")
+    return w
+
+
+def test_the_race_action_runs_both_one_after_the_other(qtbot, window) -> None:
+    window.actions_by_name["race"].trigger()
+    view = window.race_window.view
+    qtbot.waitUntil(lambda: view.race is not None, timeout=WAIT_MS)
+    race = view.race
+    assert race.speculative.started.settings.seed == race.baseline.started.settings.seed
+    assert race.speculative.started.settings.seed is not None
+    assert [type(e).__name__ for e in view.events].count("RunStarted") == 2
+    assert view.playing  # measured, now replayed together
+    view.set_time(view.duration_s)
+    assert view.state().identity.startswith("T = 0: identical text ✓")
+    assert view.state().speedup.startswith("Measured speedup")
+    assert window.race_window.isVisible()
+
+
+def test_the_step_is_measured_when_a_pair_loads(qtbot, window) -> None:
+    window.load_pair()
+    qtbot.waitUntil(lambda: ("tiny-target", "cpu") in window.run_view.target_step_s,
+                    timeout=WAIT_MS)
+    assert window.run_view.target_step_s[("tiny-target", "cpu")] > 0
+    window.actions_by_name["run"].trigger()
+    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=WAIT_MS)
+    window.run_view.flush()
+    name = window.run_view.speed.names["measured_speedup"].text()
+    assert "one-token step" in name and "measured at load" in name
+
+
+def test_file_menu_has_export_and_race_recordings(window) -> None:
+    file_menu = next(a.menu() for a in window.menuBar().actions()
+                     if a.menu() is not None and a.menu().title() == "&File")
+    titles = [a.text() for a in file_menu.actions()]
+    assert "Open race recording (.jsonl)…" in titles and "&Export" in titles
+    export_menu = next(a.menu() for a in file_menu.actions() if a.text() == "&Export")
+    labels = " ".join(a.text() for a in export_menu.actions())
+    for what in ("PNG", "SVG", "HTML", "GIF"):
+        assert what in labels
+
+
+def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
+    from specviz.gui.stage import open_race_recording
+
+    path = tmp_path / "race.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in scripted_race()), encoding="utf-8")
+    assert open_race_recording(window, window.race_window, str(path))
+    assert window.race_window.view.race is not None
+    single = tmp_path / "run.jsonl"
+    single.write_text("".join(to_json(e) + "\n" for e in speculative_events()), encoding="utf-8")
+    assert not open_race_recording(window, window.race_window, str(single))
+
+
+import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
+
+STAGE_MUTANTS = {
+    "a seed per run": ("test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
+                       [("if settings.seed is None:  # both runs draw from one seed",
+                         "if False:")]),
+    "the target alone started at once, beside the speculative run": (
+        "test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
+        [('        self._start_phase("speculative")\n',
+          '        self._start_phase("speculative")\n        self._start_phase("baseline")\n')]),
+    "no Export submenu": ("test_file_menu_has_export_and_race_recordings", "install_stage",
+                          [("file_menu.insertMenu(first, build_export_menu(window, race_window))",
+                            "pass")]),
+    "any recording opens as a race": (
+        "test_open_race_recording_plays_it", "open_race_recording",
+        [("if as_race(events) is None:", "if False:")]),
+    "the loader not wrapped: no step measured": (
+        "test_the_step_is_measured_when_a_pair_loads", "_wrap_loader",
+        [("owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]",
+          "pass")]),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGE_MUTANTS))
+def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_store,
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytestqt.exceptions import TimeoutError as QtTimeout
+
+    from tests.tiny import tiny_pair
+
+    test_name, attr, edits = STAGE_MUTANTS[name]
+    broken = mutant(getattr(STAGE, attr), *edits)
+    monkeypatch.setattr(STAGE, attr, broken)
+    if attr == "install_stage":  # the window calls the name it imported
+        monkeypatch.setattr(sys.modules["specviz.gui.app"], attr, broken)
+    monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
+    w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
+    try:
+        with pytest.raises((AssertionError, QtTimeout)):
+            if test_name == "test_open_race_recording_plays_it":
+                globals()[test_name](qtbot, w, tmp_path)
+            elif test_name == "test_file_menu_has_export_and_race_recordings":
+                globals()[test_name](w)
+            else:
+                globals()[test_name](qtbot, w)
+    finally:
+        w.close()
