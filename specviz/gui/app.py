@@ -147,13 +147,19 @@ class MainWindow(QMainWindow):
         self.zoom = Zoom(self.run_view)
         self.stage_actions = add_actions(
             self, self.zoom,
-            forward=lambda: step_forward(self.run_view, self.step),
-            back=lambda: step_back(self.run_view),
+            forward=lambda: step_forward(self.run_view, self.step, self.run_view.stager.forward),
+            back=lambda: step_back(self.run_view, self.run_view.stager.back),
             leave=lambda: self.present_action.setChecked(False))
         view_menu.addSeparator()
         for name in ("zoom_in", "zoom_out", "zoom_reset"):
             view_menu.addAction(self.stage_actions[name])
         view_menu.addSeparator()
+        self.stage_action = QAction("Staged rounds in step mode (PgDn / PgUp)", self)
+        self.stage_action.setCheckable(True)
+        self.stage_action.setChecked(True)
+        self.stage_action.setToolTip("Step (F10, PgDn) unfolds a round phase by phase: draft, "
+                                     "score, each test, discard, residual, the drawn token")
+        view_menu.addAction(self.stage_action)
         self.template_action = QAction("Show the chat template", self)
         self.template_action.setCheckable(True)
         self.template_action.setToolTip("Off: the stream shows your prompt, not the system "
@@ -269,6 +275,7 @@ class MainWindow(QMainWindow):
 
     def step(self) -> None:
         """One round; when nothing runs, start a run that holds after its first round."""
+        self.run_view.stage_next = self.stage_action.isChecked()
         if not self.controller.step():
             self.run(paused=True, steps=1)
 
@@ -351,6 +358,8 @@ class MainWindow(QMainWindow):
     def _on_present_toggled(self, on: bool) -> None:
         """F11: full screen without controls; again: the window exactly as it was."""
         if on:
+            # Big type takes room from the splitters' panes: leaving gives back the layout too.
+            self._splits_before = [s.saveState() for s in self.run_view.splitters]
             self._zoom_before = self.zoom.factor
             self.zoom.set_factor(max(self.zoom.factor, presentation_factor(self)))
             self.presentation.enter()
@@ -358,6 +367,9 @@ class MainWindow(QMainWindow):
         else:
             self.presentation.leave()
             self.zoom.set_factor(getattr(self, "_zoom_before", 1.0))
+            for splitter, state in zip(self.run_view.splitters,
+                                       getattr(self, "_splits_before", []), strict=False):
+                splitter.restoreState(state)
 
     # -- closing ---------------------------------------------------------------------------
 

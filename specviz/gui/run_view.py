@@ -27,6 +27,7 @@ from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 from .bars import RoundBarsView
 from .labels import TOOLTIP_CHARS, breakable, capped
 from .record import RunRecord
+from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
 from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
@@ -122,6 +123,9 @@ class RunView(QWidget):
         self.stream = TokenStreamView()
         self.stream.round_clicked.connect(self._on_round_clicked)
         self.bars = RoundBarsView()
+        self.stage_panel = StagePanel()
+        self.stager = Stager(self.bars, self.stage_panel)
+        self.stage_next = False  # the next round unfolds in phases (Step with staging on)
         self.acceptance = AcceptanceView()
         self.speed = SpeedView()
 
@@ -134,7 +138,13 @@ class RunView(QWidget):
         top.addWidget(self.acceptance)
         main = QSplitter(Qt.Orientation.Vertical)
         main.addWidget(top)
-        main.addWidget(self.bars)
+        bars_box = QWidget()
+        bars_layout = QVBoxLayout(bars_box)
+        bars_layout.setContentsMargins(0, 0, 0, 0)
+        bars_layout.setSpacing(0)
+        bars_layout.addWidget(self.stage_panel)
+        bars_layout.addWidget(self.bars, 1)
+        main.addWidget(bars_box)
         for splitter in (top, main):
             splitter.setChildrenCollapsible(False)
         self.splitters = (top, main)
@@ -189,6 +199,13 @@ class RunView(QWidget):
                 self.show_error(event.message, event.kind)
             self._dirty = True
         self.stream.add_rounds(rounds, now)  # also strikes rejected drafts that are due
+        if rounds:
+            if self.stage_next and rounds[-1].k > 0:
+                self.stage_next = False
+                self.selected = None
+                self.stager.start(rounds[-1])
+            else:
+                self.stager.stop()
         if self._dirty:
             self._dirty = False
             self._redraw()
@@ -253,6 +270,7 @@ class RunView(QWidget):
         """Show a past round in the bars (None: follow the newest)."""
         if index is not None and not 0 <= index < len(self.record.rounds):
             return
+        self.stager.stop()
         self.selected = index
         self.follow_button.setEnabled(index is not None)
         self.round_selected.emit(index)
@@ -271,7 +289,10 @@ class RunView(QWidget):
 
     def _redraw(self) -> None:
         rec = self.record
-        self.bars.show_round(self.shown_round(), selected=self.selected is not None)
+        if self.stager.active:
+            self.stager.draw()
+        else:
+            self.bars.show_round(self.shown_round(), selected=self.selected is not None)
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
         if rec.started is not None:

@@ -53,13 +53,15 @@ class Zoom(QObject):
         factor = min(MAX_FACTOR, max(MIN_FACTOR, factor))
         self.factor = factor
         view = self.view
-        for widget in [view, *view.findChildren(QWidget)]:
+        widgets = [view, *view.findChildren(QWidget)]
+        # Bases first: a parent's new font would reach children that inherit theirs.
+        for widget in widgets:
+            if widget.property(BASE_PT) is None and widget.font().pointSizeF() > 0:
+                widget.setProperty(BASE_PT, widget.font().pointSizeF())
+        for widget in widgets:
             base = widget.property(BASE_PT)
-            if base is None:  # first zoom (or a widget made since): remember its own size
-                base = widget.font().pointSizeF()
-                if base <= 0:
-                    continue
-                widget.setProperty(BASE_PT, base)
+            if base is None:
+                continue
             font = widget.font()
             font.setPointSizeF(float(base) * factor)
             widget.setFont(font)

@@ -4,12 +4,14 @@ Broken variants each test catches (tried by hand, see the report):
 - zoom that skips the stream (Zoom.set_factor without stream.set_scale): test_zoom_scales_every_view
 - bars that keep PLOT_POINT_SIZE in titles / ticks (BarPanel.set_font ignoring scale): same test
 - acceptance ticks unscaled (AcceptanceView.set_scale not setting tickFont): same test
+- bases read while setting (a child inherits its parent's new font, zoom compounds): same test
 - presentation_factor returning 1.0: test_presentation_mode_is_readable_from_the_back
 - test_space_in_prompt_types guards typing (an editor keeps Space/arrows via ShortcutOverride,
   even for application-wide shortcuts); no variant of ours breaks it today.
 - find_user always None (template shown): test_chat_template_hidden_by_default
 - candidates / top_candidates without the p = q = 0 filter: test_bars_leave_out_zero_ids
 - no createMimeDataFromSelection override (copy keeps " sat" and ↵): test_copy_gives_generated...
+- Stager.back not redrawing / phases not restored: test_staged_round_forward_then_back
 - presentation without Esc (leave action unbound / not unchecking F11): test_presentation_mode...
 """
 
@@ -26,6 +28,7 @@ from specviz.core.events import DraftPosition, TopN
 from specviz.gui.app import CUSTOM, MainWindow
 from specviz.gui.bars import candidates, top_candidates
 from specviz.gui.prompt_text import find_user
+from specviz.gui.staging import GREYED, phases
 from specviz.gui.run_view import RunView
 from specviz.gui.zoom import Zoom, px_per_pt
 from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
@@ -65,6 +68,7 @@ def sizes(view: RunView) -> dict[str, float]:
         "speed value": next(iter(view.speed.values.values())).font().pointSizeF(),
         "info": view.info.font().pointSizeF(),
         "legend": view.legend.font().pointSizeF(),
+        "stream widget (inherited font)": stream.font().pointSizeF(),
     }
 
 
@@ -242,3 +246,52 @@ def test_copy_output_action(window: MainWindow) -> None:
     play(window.run_view, speculative_events())
     window.copy_output_action.trigger()
     assert QApplication.clipboard().text() == " the cat dog on a\n猫 big mat"
+
+
+# -- staged rounds -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3])  # resample, bonus, reject-first, EOS
+def test_staged_round_forward_then_back(view: RunView, index: int) -> None:
+    rnd = view.record.rounds[index]
+    stager = view.stager
+    stager.start(rnd)
+    names = [p.name for p in phases(rnd)]
+    seen = [stager.snapshot()]
+    while stager.forward():
+        seen.append(stager.snapshot())
+    assert len(seen) == len(names) and len(set(map(repr, seen))) == len(seen)  # each differs
+    tested = [d for d in rnd.drafted if d.status != "discarded"]
+    assert names.count("test") == len(tested)
+    assert ("discard" in names) == (len(tested) < len(rnd.drafted))
+    back = [stager.snapshot()]
+    while stager.back():
+        back.append(stager.snapshot())
+    assert back == seen[::-1]
+
+
+def test_staged_phases_show_what_they_say(view: RunView) -> None:
+    rnd = view.record.rounds[2]  # " red" rejected first, " big" " sun" discarded, resampled
+    stager = view.stager
+    stager.start(rnd)
+    panels = view.bars.visible_panels()
+    assert len(panels) == 3 and not any(panels[0].p_bars.opts["width"])  # q only
+    stager.forward()  # score: p appears
+    assert any(panels[0].p_bars.opts["width"])
+    stager.forward()  # test x1: r against min(1, p/q) on the line
+    assert (view.stage_panel.rline.ratio, view.stage_panel.rline.r) == (0.1, 0.7)
+    assert "rejected" in view.stage_panel.caption.text()
+    stager.forward()  # discard: x2, x3 greyed
+    assert "discarded" in panels[1].title and panels[1].p_bars.opts["brush"] == GREYED
+    stager.forward()  # residual appears as a fourth panel, nothing drawn yet
+    assert len(view.bars.visible_panels()) == 4 and "drawing" in view.bars.panels[3].title
+    stager.forward()
+    assert "resampled" in view.bars.panels[3].title and not stager.forward()
+
+
+def test_step_stages_the_new_round(view: RunView) -> None:
+    view.stage_next = True
+    view.apply(dataclasses.replace(view.record.rounds[0], index=4))
+    view.flush(now=0.0)
+    assert view.stager.active and view.stager.index == 0
+    view.select_round(1)  # clicking a round leaves the staging
+    assert not view.stager.active and not view.stage_panel.isVisibleTo(view)
