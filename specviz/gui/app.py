@@ -25,6 +25,7 @@ from specviz.core.events import RunFailed, Settings, to_json
 from specviz.core.presets import PRESETS
 
 from .controls import CUSTOM, DEVICES, ControlsPanel
+from . import demo
 from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
 from .presets import mark_presets
@@ -166,12 +167,19 @@ class MainWindow(QMainWindow):
                                         "prompt and turn markers the template wraps it in")
         self.template_action.toggled.connect(self.run_view.set_show_template)
         view_menu.addAction(self.template_action)
+        demo_menu = self.menuBar().addMenu("&Demo prompts")
+        self.demo_actions = demo.add_menu(self, demo_menu, self._choose_demo)
         edit_menu = self.menuBar().addMenu("&Edit")
         self.copy_output_action = QAction("Copy output (generated text alone)", self)
         self.copy_output_action.setShortcut(QKeySequence("Ctrl+Shift+C"))
         self.copy_output_action.triggered.connect(self.copy_output)
         edit_menu.addAction(self.copy_output_action)
         self.addAction(self.copy_output_action)
+
+    def _choose_demo(self, chosen: demo.Demo) -> None:
+        """A demo prompt into the prompt box (Run then uses it); the status says what to see."""
+        self.prompt.setPlainText(chosen.prompt)
+        self.statusBar().showMessage(f"Demo prompt: {chosen.note}", 15_000)
 
     def copy_output(self) -> None:
         """The generated text, without the prompt or rejected drafts, to the clipboard."""

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QApplication
 from specviz.core.events import DraftPosition, TopN
 from specviz.gui.app import CUSTOM, MainWindow
 from specviz.gui.bars import candidates, top_candidates
+from specviz.gui.demo import DEMOS, PARAGRAPH
 from specviz.gui.prompt_text import find_user
 from specviz.gui.staging import GREYED, phases
 from specviz.gui.run_view import RunView
@@ -295,3 +296,14 @@ def test_step_stages_the_new_round(view: RunView) -> None:
     assert view.stager.active and view.stager.index == 0
     view.select_round(1)  # clicking a round leaves the staging
     assert not view.stager.active and not view.stage_panel.isVisibleTo(view)
+
+
+def test_demo_prompts_menu(window: MainWindow) -> None:
+    titles = [a.text() for a in window.demo_actions]
+    assert len(titles) == 4 and any("Chinese" in t for t in titles)
+    window.demo_actions[2].trigger()
+    assert window.prompt.toPlainText() == DEMOS[2].prompt and "水" in DEMOS[2].prompt
+    window.demo_actions[3].trigger()
+    assert PARAGRAPH in window.prompt.toPlainText()
+    menus = [a.text() for a in window.menuBar().actions()]
+    assert "&Demo prompts" in menus
