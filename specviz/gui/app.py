@@ -25,6 +25,7 @@ from specviz.core.events import RunFailed, Settings, to_json
 # Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
 from specviz.core.presets import PRESETS
 
+from . import demo
 from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
@@ -34,6 +35,7 @@ from .run_view import RunView
 from .stage import install_stage
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec, background_threads
+from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {
@@ -140,6 +142,49 @@ class MainWindow(QMainWindow):
         self.present_action.toggled.connect(self._on_present_toggled)
         view_menu.addAction(self.present_action)
         self.addAction(self.present_action)
+        self._build_stage_keys(view_menu)
+
+    def _build_stage_keys(self, view_menu) -> None:  # noqa: ANN001
+        """Zoom (Ctrl +/-/0, Ctrl+wheel), clicker keys and Esc (gui/zoom.py)."""
+        self.zoom = Zoom(self.run_view)
+        self.stage_actions = add_actions(
+            self, self.zoom,
+            forward=lambda: step_forward(self.run_view, self.step, self.run_view.stager.forward),
+            back=lambda: step_back(self.run_view, self.run_view.stager.back),
+            leave=lambda: self.present_action.setChecked(False))
+        view_menu.addSeparator()
+        for name in ("zoom_in", "zoom_out", "zoom_reset"):
+            view_menu.addAction(self.stage_actions[name])
+        view_menu.addSeparator()
+        self.stage_action = QAction("Staged rounds in step mode (PgDn / PgUp)", self)
+        self.stage_action.setCheckable(True)
+        self.stage_action.setChecked(True)
+        self.stage_action.setToolTip("Step (F10, PgDn) unfolds a round phase by phase: draft, "
+                                     "score, each test, discard, residual, the drawn token")
+        view_menu.addAction(self.stage_action)
+        self.template_action = QAction("Show the chat template", self)
+        self.template_action.setCheckable(True)
+        self.template_action.setToolTip("Off: the stream shows your prompt, not the system "
+                                        "prompt and turn markers the template wraps it in")
+        self.template_action.toggled.connect(self.run_view.set_show_template)
+        view_menu.addAction(self.template_action)
+        demo_menu = self.menuBar().addMenu("&Demo prompts")
+        self.demo_actions = demo.add_menu(self, demo_menu, self._choose_demo)
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self.copy_output_action = QAction("Copy output (generated text alone)", self)
+        self.copy_output_action.setShortcut(QKeySequence("Ctrl+Shift+C"))
+        self.copy_output_action.triggered.connect(self.copy_output)
+        edit_menu.addAction(self.copy_output_action)
+        self.addAction(self.copy_output_action)
+
+    def _choose_demo(self, chosen: demo.Demo) -> None:
+        """A demo prompt into the prompt box (Run then uses it); the status says what to see."""
+        self.prompt.setPlainText(chosen.prompt)
+        self.statusBar().showMessage(f"Demo prompt: {chosen.note}", 15_000)
+
+    def copy_output(self) -> None:
+        """The generated text, without the prompt or rejected drafts, to the clipboard."""
+        QApplication.clipboard().setText(self.run_view.output_text())
 
     def _build_status(self) -> None:
         self.status_label = ElidedLabel("Starting…")  # a long error must not widen the window
@@ -229,6 +274,7 @@ class MainWindow(QMainWindow):
             self.prompt.setFocus()
             return
         self.save_settings()
+        self.run_view.user_prompt = self.prompt.toPlainText()
         self.controller.start(spec, settings, self.prompt.toPlainText(),
                               chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
                               paused=paused, steps=steps)
@@ -242,6 +288,7 @@ class MainWindow(QMainWindow):
 
     def step(self) -> None:
         """One round; when nothing runs, start a run that holds after its first round."""
+        self.run_view.stage_next = self.stage_action.isChecked()
         if not self.controller.step():
             self.run(paused=True, steps=1)
 
@@ -324,9 +371,18 @@ class MainWindow(QMainWindow):
     def _on_present_toggled(self, on: bool) -> None:
         """F11: full screen without controls; again: the window exactly as it was."""
         if on:
+            # Big type takes room from the splitters' panes: leaving gives back the layout too.
+            self._splits_before = [s.saveState() for s in self.run_view.splitters]
+            self._zoom_before = self.zoom.factor
+            self.zoom.set_factor(max(self.zoom.factor, presentation_factor(self)))
             self.presentation.enter()
+            self.run_view.setFocus()  # clicker keys reach the window, not the prompt
         else:
             self.presentation.leave()
+            self.zoom.set_factor(getattr(self, "_zoom_before", 1.0))
+            for splitter, state in zip(self.run_view.splitters,
+                                       getattr(self, "_splits_before", []), strict=False):
+                splitter.restoreState(state)
 
     # -- closing ---------------------------------------------------------------------------
 

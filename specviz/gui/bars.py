@@ -59,9 +59,16 @@ def candidates(d: DraftPosition, n: int = N_SHOW) -> list[Candidate]:
     q = dict(zip(d.q_top.ids, d.q_top.probs, strict=True))
     text = dict(zip(d.q_top.ids, d.q_top.texts, strict=True))
     text.update(zip(d.p_top.ids, d.p_top.texts, strict=True))
-    ids = sorted(set(p) | set(q), key=lambda i: (-p.get(i, 0.0), -q.get(i, 0.0), i))[:n]
-    if d.token_id not in ids:
-        ids[-1] = d.token_id
+    # An id with p = q = 0 (a special token in a top-N of a peaked distribution) says nothing.
+    shown = {i for i in set(p) | set(q) if p.get(i, 0.0) > 0 or q.get(i, 0.0) > 0}
+    ids = sorted(shown, key=lambda i: (-p.get(i, 0.0), -q.get(i, 0.0), i))[:n]
+    if not ids:
+        ids = [d.token_id]
+    elif d.token_id not in ids:
+        if len(ids) < n:
+            ids.append(d.token_id)
+        else:
+            ids[-1] = d.token_id
     p.setdefault(d.token_id, d.p)
     q.setdefault(d.token_id, d.q)
     text.setdefault(d.token_id, d.text)
@@ -70,7 +77,10 @@ def candidates(d: DraftPosition, n: int = N_SHOW) -> list[Candidate]:
 
 def top_candidates(dist: TopN, chosen: int, n: int = N_SHOW) -> list[tuple[int, str, float]]:
     """The first ``n`` entries of a top-N, keeping ``chosen`` in view."""
-    rows = list(zip(dist.ids, dist.texts, dist.probs, strict=True))[:n]
+    rows = [r for r in zip(dist.ids, dist.texts, dist.probs, strict=True)
+            if r[2] > 0 or r[0] == chosen][:n]  # zero-probability ids say nothing
+    if not rows:
+        return rows
     if chosen not in [r[0] for r in rows]:
         extra = [r for r in zip(dist.ids, dist.texts, dist.probs, strict=True) if r[0] == chosen]
         if extra:
@@ -95,7 +105,8 @@ def _title_min(label: pg.LabelItem) -> None:
 class BarPanel:
     """One plot: horizontal bars, token labels on the left axis; made once, updated in place."""
 
-    def __init__(self, font: QFont) -> None:
+    def __init__(self, font: QFont, scale: float = 1.0) -> None:
+        self.scale = scale  # zoom (gui/zoom.py): fonts, axis width and title size follow it
         self.plot = pg.PlotItem()
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -104,17 +115,13 @@ class BarPanel:
         left = self.plot.getAxis("left")
         # Every candidate's label is drawn, the first and last too (they reach past the axis).
         left.setStyle(tickFont=font, tickLength=0, hideOverlappingLabels=False)
-        left.setWidth(AXIS_WIDTH)
         bottom = self.plot.getAxis("bottom")
-        small = QFont(font)
-        small.setPointSizeF(font.pointSizeF() * 0.8)
-        bottom.setStyle(tickFont=small, hideOverlappingLabels=False)
+        bottom.setStyle(hideOverlappingLabels=False)
         # The title spans the label axis too, so three lines of it fit a narrow panel.
         title = self.plot.titleLabel
         self.plot.layout.removeItem(title)
         self.plot.layout.addItem(title, 0, 0, 1, 3)
-        self.title_height = 3 * QFontMetricsF(font).lineSpacing() * 1.25 + 8
-        self.metrics = QFontMetricsF(font)
+        self.set_font(font, scale)
         self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=P_COLOR,
                                       pen=pg.mkPen(None))
         self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=Q_COLOR,
@@ -139,6 +146,19 @@ class BarPanel:
             # New bars next to an axis repaint it: from a pixmap, not its text drawn again.
             self.plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
+    def set_font(self, font: QFont, scale: float) -> None:
+        """Tick fonts, label axis width and title room for a zoom ``scale`` (font: unscaled)."""
+        self.scale = scale
+        big = QFont(font)
+        big.setPointSizeF(font.pointSizeF() * scale)
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.8 * scale)
+        self.plot.getAxis("left").setStyle(tickFont=big)
+        self.plot.getAxis("left").setWidth(round(AXIS_WIDTH * scale))
+        self.plot.getAxis("bottom").setStyle(tickFont=small)
+        self.title_height = 3 * QFontMetricsF(big).lineSpacing() * 1.25 + 8
+        self.metrics = QFontMetricsF(big)
+
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
              title: str, p_color: str = P_COLOR) -> None:
         """Draw ``p`` (and ``q`` beside it, if given) for the candidates ``rows``."""
@@ -161,7 +181,7 @@ class BarPanel:
             self.mark.setOpts(x0=[], y=[], width=[])
         # Cut by pixels, not characters: eight CJK characters are wider than ten Latin ones,
         # and a label wider than the axis is not drawn at all.
-        room = AXIS_WIDTH - 14
+        room = AXIS_WIDTH * self.scale - 14
         self.labels = [self.metrics.elidedText(("▶ " if i == marked else "") + r,
                                                Qt.TextElideMode.ElideRight, room)
                        for i, r in enumerate(rows)]
@@ -176,7 +196,7 @@ class BarPanel:
         if self._changed("y", max(n, 3)):
             self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
-        size = f"{PLOT_POINT_SIZE - 1}pt"
+        size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
         if self._changed("title", (title, size, self.title_height)):
             self.plot.setTitle(title, size=size)
             # setTitle fixes the title row at 30 px (one line); ours has three.
@@ -203,6 +223,7 @@ class RoundBarsView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.scale = 1.0  # zoom: set_scale
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE)
         self._font = QFont(font)
@@ -241,6 +262,7 @@ class RoundBarsView(QWidget):
         self._shown = 0  # the first this many placed panels are visible; the others hold room
         self._widths: int | None = None  # the lone panel's maximum width now applied
         self.round: Round | None = None
+        self._selected = False
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """The header and key at their wrapped height for this width, and a strip of panels."""
@@ -255,7 +277,7 @@ class RoundBarsView(QWidget):
 
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
-            self.panels.append(BarPanel(self._font))
+            self.panels.append(BarPanel(self._font, self.scale))
         return self.panels[i]
 
     def visible_panels(self) -> list[BarPanel]:
@@ -264,7 +286,7 @@ class RoundBarsView(QWidget):
     def columns(self, count: int) -> int:
         """As many columns as fit the width; more panels wrap to further rows."""
         width = self.scroll.viewport().width() - self.scroll.verticalScrollBar().sizeHint().width()
-        fit = max(1, int(width) // PANEL_MIN_WIDTH)
+        fit = max(1, int(width) // round(PANEL_MIN_WIDTH * self.scale))
         return max(1, min(count, fit))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
@@ -282,9 +304,10 @@ class RoundBarsView(QWidget):
         if count:
             self._panel(count - 1)  # make sure every panel exists before sizing them
         rows = -(-count // cols)
-        self.graphics.setMinimumHeight(rows * PANEL_MIN_HEIGHT)  # none yet: nothing to scroll
+        # none yet: nothing to scroll
+        self.graphics.setMinimumHeight(round(rows * PANEL_MIN_HEIGHT * self.scale))
         # A lone panel (a baseline round) gets a third of the width, not all of it.
-        lone = max(PANEL_MIN_WIDTH, self.scroll.viewport().width() // 3)
+        lone = max(round(PANEL_MIN_WIDTH * self.scale), self.scroll.viewport().width() // 3)
         widths = lone if count == 1 else None  # None: Qt's default, no maximum
         if widths != self._widths:
             for panel in self.panels:
@@ -307,9 +330,17 @@ class RoundBarsView(QWidget):
         # Re-filling the grid shrinks the top item to its size hint; give it the view back.
         layout.setGeometry(QRectF(self.graphics.viewport().rect()))
 
+    def set_scale(self, scale: float) -> None:
+        """Zoom every panel (tick fonts, axis, titles, room per panel) and redraw the round."""
+        self.scale = scale
+        for panel in self.panels:
+            panel.set_font(self._font, scale)
+        self.show_round(self.round, self._selected)
+
     def show_round(self, rnd: Round | None, selected: bool = False) -> None:
         """Draw one round: a panel per decided draft position, then the extra token's panel."""
         self.round = rnd
+        self._selected = selected
         if rnd is None:
             self._place(0)
             self.header.setText("No round yet: press Run (F5) or Step (F10).")
@@ -330,7 +361,7 @@ class RoundBarsView(QWidget):
         marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
         verdict = ("<span style='color:#00507D'>✓ accepted</span>" if d.status == "accepted"
                    else "<span style='color:#A03F00'>✗ rejected</span>")
-        small = f"<span style='font-size:{PLOT_POINT_SIZE - 1}pt'>"
+        small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
         title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
                  f"<b>{verdict}</b><br>"
                  f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
@@ -353,7 +384,8 @@ class RoundBarsView(QWidget):
         fate = FATES[e.kind]
         title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
                  f"<b><span style='color:{fate.foreground}'>{fate.label}</span></b><br>"
-                 f"<span style='font-size:{PLOT_POINT_SIZE - 1}pt'>{detail}</span>")
+                 f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
+                 f"{detail}</span>")
         labels = [token_label(r[1], LABEL_CHARS) for r in rows]
         panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
 

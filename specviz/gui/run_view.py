@@ -27,6 +27,7 @@ from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 from .bars import RoundBarsView
 from .labels import TOOLTIP_CHARS, breakable, capped
 from .record import RunRecord
+from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
 from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
@@ -82,6 +83,8 @@ class RunView(QWidget):
         self.queue: deque[Event] = deque()
         self.selected: int | None = None  # a round the user clicked; None follows the latest
         self.baseline_tokens_per_s: dict[tuple[str, str], float] = {}
+        self.user_prompt: str | None = None  # the text the app sent (found in the template)
+        self.show_template = False  # the chat template hidden: the user's words only
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
         self._dirty = False
@@ -132,6 +135,9 @@ class RunView(QWidget):
         self.stream = TokenStreamView()
         self.stream.round_clicked.connect(self._on_round_clicked)
         self.bars = RoundBarsView()
+        self.stage_panel = StagePanel()
+        self.stager = Stager(self.bars, self.stage_panel)
+        self.stage_next = False  # the next round unfolds in phases (Step with staging on)
         self.acceptance = AcceptanceView()
         self.speed = SpeedView()
 
@@ -144,7 +150,13 @@ class RunView(QWidget):
         top.addWidget(self.acceptance)
         main = QSplitter(Qt.Orientation.Vertical)
         main.addWidget(top)
-        main.addWidget(self.bars)
+        bars_box = QWidget()
+        bars_layout = QVBoxLayout(bars_box)
+        bars_layout.setContentsMargins(0, 0, 0, 0)
+        bars_layout.setSpacing(0)
+        bars_layout.addWidget(self.stage_panel)
+        bars_layout.addWidget(self.bars, 1)
+        main.addWidget(bars_box)
         for splitter in (top, main):
             splitter.setChildrenCollapsible(False)
         self.splitters = (top, main)
@@ -200,6 +212,13 @@ class RunView(QWidget):
                 self.show_error(event.message, event.kind)
             self._dirty = True
         self.stream.add_rounds(rounds, now)  # also strikes rejected drafts that are due
+        if rounds:
+            if self.stage_next and rounds[-1].k > 0:
+                self.stage_next = False
+                self.selected = None
+                self.stager.start(rounds[-1])
+            else:
+                self.stager.stop()
         if self._dirty:
             self._dirty = False
             self._redraw(bars=False)
@@ -214,7 +233,22 @@ class RunView(QWidget):
         self.selected = None
         self.follow_button.setEnabled(False)
         self.clear_error()
-        self.stream.begin(started)
+        self.stream.begin(started, self.user_prompt, self.show_template)
+
+    def set_show_template(self, on: bool) -> None:
+        """Show or hide the chat template: the stream is drawn again from the record."""
+        self.show_template = on
+        self.flush()
+        started = self.record.started
+        if started is None:
+            return
+        self.stream.begin(started, self.user_prompt, on)
+        self.stream.add_rounds(list(self.record.rounds), now=0.0)
+        self.stream.apply_strikes(now=float("inf"))
+
+    def output_text(self) -> str:
+        """The generated text alone (what "Copy output" copies)."""
+        return "".join(r.appended_text for r in self.record.rounds)
 
     def _finish(self, finished: RunFinished) -> None:
         started = self.record.started
@@ -249,6 +283,7 @@ class RunView(QWidget):
         """Show a past round in the bars (None: follow the newest)."""
         if index is not None and not 0 <= index < len(self.record.rounds):
             return
+        self.stager.stop()
         self.selected = index
         self.follow_button.setEnabled(index is not None)
         self.round_selected.emit(index)
@@ -268,11 +303,14 @@ class RunView(QWidget):
     def _redraw(self, bars: bool = True) -> None:
         """Every view from the record; ``bars=False``: the bars only if their round changed."""
         rec = self.record
-        shown, selected = self.shown_round(), self.selected is not None
-        # A past round picked while the run goes on: the frames after it leave its panels be.
-        if bars or shown is not self.bars.round or selected != self._bars_selected:
-            self.bars.show_round(shown, selected=selected)
-            self._bars_selected = selected
+        if self.stager.active:
+            self.stager.draw()
+        else:
+            shown, selected = self.shown_round(), self.selected is not None
+            # A past round picked while the run goes on: the frames after it leave its panels be.
+            if bars or shown is not self.bars.round or selected != self._bars_selected:
+                self.bars.show_round(shown, selected=selected)
+                self._bars_selected = selected
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
         if rec.started is not None:

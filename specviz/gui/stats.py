@@ -132,6 +132,10 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         for plot in (self.rate_plot, self.hist_plot, self.pos_plot, self.k_plot,
                      self.drafter_plot):
             plot.getAxis("left").setWidth(34)
+        self.scale = 1.0
+        self._tick_font = QFont(font)
+        self._titles = {plot: plot.titleLabel.text
+                        for plot in (self.rate_plot, self.hist_plot, self.pos_plot)}
         self._k = -2
         self._n = -1
         self._top = -1
@@ -144,6 +148,19 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         for plot in (self.hist_plot, self.pos_plot, self.drafter_plot):
             axis = plot.getAxis("bottom")
             axis.setHeight(axis.height() + 6)
+
+    def set_scale(self, scale: float) -> None:
+        """Zoom: titles, tick fonts, axis widths and the minimum size follow ``scale``."""
+        self.scale = scale
+        tick = QFont(self._tick_font)
+        tick.setPointSizeF(self._tick_font.pointSizeF() * scale)
+        for plot, title in self._titles.items():
+            plot.setTitle(title, size=f"{PLOT_POINT_SIZE * scale:g}pt")
+            for name in ("left", "bottom"):
+                plot.getAxis(name).setStyle(tickFont=tick)
+            plot.getAxis("left").setWidth(round(34 * scale))
+        self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
+                            round(ACCEPTANCE_MIN_HEIGHT * scale))
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QHelpEvent,
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
 
+from .prompt_text import visible_prompt
 from .style import (
     FATES,
     INK,
@@ -72,6 +73,7 @@ class TokenSpan:
     draft: DraftPosition | None
     extra: ExtraToken | None
     round: Round | None = None  # the round it came from (its K and the policy's reason)
+    output: str = ""  # what this token adds to the generated text ("" for a rejected draft)
 
 
 class TokenStreamView(QTextEdit):
@@ -104,6 +106,31 @@ class TokenStreamView(QTextEdit):
         struck = self._formats["rejected"]
         struck.setFontPointSize(struck.fontPointSize() * REJECTED_SCALE)
         self._cursor = QTextCursor(self.document())
+        self.scale = 1.0  # zoom (gui/zoom.py)
+
+    def set_scale(self, scale: float) -> None:
+        """Zoom: every fragment already drawn and every format to come, by the same ratio."""
+        ratio = scale / self.scale
+        self.scale = scale
+        for fmt in self._formats.values():
+            fmt.setFontPointSize(fmt.fontPointSize() * ratio)
+        block = self.document().begin()
+        cursor = QTextCursor(self.document())
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                frag = it.fragment()
+                size = frag.charFormat().fontPointSize()
+                if frag.isValid() and size > 0:
+                    cursor.setPosition(frag.position())
+                    cursor.setPosition(frag.position() + frag.length(),
+                                       QTextCursor.MoveMode.KeepAnchor)
+                    fmt = QTextCharFormat()
+                    fmt.setFontPointSize(size * ratio)
+                    cursor.mergeCharFormat(fmt)
+                it += 1
+            block = block.next()
+        self._cursor.movePosition(QTextCursor.MoveOperation.End)
 
     # -- building ---------------------------------------------------------------------------
 
@@ -117,12 +144,37 @@ class TokenStreamView(QTextEdit):
         self._pending_strikes.clear()
         self._cursor = QTextCursor(self.document())
 
-    def begin(self, started: RunStarted) -> None:
-        """Show the prompt."""
+    def begin(self, started: RunStarted, user_prompt: str | None = None,
+              show_template: bool = False) -> None:
+        """Show the prompt: the user's words; the chat template too if ``show_template``."""
         self.clear_run()
         prompt_fmt = QTextCharFormat(self._formats["prompt"])
         prompt_fmt.setFontPointSize(prompt_fmt.fontPointSize() * 0.8)  # context, not content
-        self._cursor.insertText(started.prompt, prompt_fmt)
+        self._cursor.insertText(visible_prompt(started.prompt, user_prompt, show_template),
+                                prompt_fmt)
+
+    def output_text(self, start: int = 0, end: int | None = None) -> str:
+        """The generated text of the tokens drawn in [start, end): no rejected drafts, no marks.
+
+        Text before the first token (the prompt) is kept as shown, when it is selected.
+        """
+        end = self.document().characterCount() if end is None else end
+        first = self.spans[0].start if self.spans else end
+        parts = []
+        if start < first:
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(start)
+            cursor.setPosition(min(first, end), QTextCursor.MoveMode.KeepAnchor)
+            parts.append(cursor.selectedText().replace("\u2029", "\n"))
+        parts += [s.output for s in self.spans if s.start < end and s.end > start]
+        return "".join(parts)
+
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 - Qt override
+        """Copy gives the generated text alone: rejected drafts and ↵ marks left out."""
+        cursor = self.textCursor()
+        data = QMimeData()
+        data.setText(self.output_text(cursor.selectionStart(), cursor.selectionEnd()))
+        return data
 
     def add_rounds(self, rounds: list[Round], now: float | None = None) -> None:
         """Append the tokens of several rounds, and strike what is due, in one edit block.
@@ -150,8 +202,8 @@ class TokenStreamView(QTextEdit):
         for d in rnd.drafted:
             if d.status == "accepted" and d.index < kept:
                 self._insert(special_marker(rnd.appended_texts[d.index], d.text), "accepted",
-                             rnd, d.index,
-                             first + d.index, d, None)
+                             rnd, d.index, first + d.index, d, None,
+                             output=rnd.appended_texts[d.index])
             elif d.status == "rejected":
                 span = self._insert(inline_rejected(d.text), "rejected", rnd, d.index, None, d,
                                     None, fmt_key="rejected_pending")
@@ -162,11 +214,11 @@ class TokenStreamView(QTextEdit):
             i = rnd.n_accepted
             draft = rnd.drafted[i] if i < len(rnd.drafted) else None
             self._insert(special_marker(rnd.appended_texts[i], extra.text), extra.kind, rnd, i,
-                         first + i, draft, extra)
+                         first + i, draft, extra, output=rnd.appended_texts[i])
 
     def _insert(self, text: str, kind: str, rnd: Round, position: int, number: int | None,
                 draft: DraftPosition | None, extra: ExtraToken | None,
-                fmt_key: str | None = None) -> TokenSpan | None:
+                fmt_key: str | None = None, output: str = "") -> TokenSpan | None:
         if not text:  # the first half of a split character: it shows with the next token
             return None
         if kind != "rejected":
@@ -178,7 +230,7 @@ class TokenStreamView(QTextEdit):
             fmt = drafter_marked(fmt, draft.drafter)
         self._cursor.insertText(text, fmt)
         span = TokenSpan(start, self._cursor.position(), kind, rnd.index, position, number,
-                         text, draft, extra, rnd)
+                         text, draft, extra, round=rnd, output=output)
         self.spans.append(span)
         self._starts.append(start)
         if kind in ("accepted", "rejected") and draft is not None and draft.drafter != "model":

@@ -1,0 +1,57 @@
+"""Demo prompts: one click gives a prompt where the bundled pair shows a typical behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QWidget
+
+from specviz.core.presets import DEFAULT_PROMPT
+
+
+@dataclass(frozen=True)
+class Demo:
+    title: str
+    prompt: str
+    note: str  # what to expect (the menu item's tooltip and the status line)
+
+
+PARAGRAPH = (
+    "Speculative decoding speeds up text generation from a large language model. A small "
+    "draft model proposes several tokens ahead, and the large target model checks all of "
+    "them in a single forward pass. Each proposed token is kept with probability "
+    "min(1, p/q), where p is the target's probability and q the draft's. At the first "
+    "rejection, a replacement token is drawn from the normalised residual max(0, p - q), "
+    "so the output follows exactly the target's distribution. When every proposal is kept, "
+    "the target adds one bonus token for free. The speed-up depends on how often the draft "
+    "agrees with the target and on how cheap the draft is compared with the target."
+)
+
+DEMOS = (
+    Demo("High acceptance: the water cycle", DEFAULT_PROMPT,
+         "common facts in plain English: the draft guesses most tokens, long accepted runs"),
+    Demo("Low acceptance: rhyming puzzle",
+         "Write a four-line poem about a quantum physicist's cat, in which every line rhymes "
+         "with 'orange' and the third word of each line starts with Z.",
+         "odd constraints: the small draft guesses badly, many rejections and resamples"),
+    Demo("Chinese: 水循环 (water cycle)", "请用三句话解释水循环。",
+         "Chinese text: multi-byte tokens, split characters, and how the pair copes"),
+    Demo("Copy from the prompt: summarise a paragraph",
+         "Summarise this paragraph, reusing its wording:\n\n" + PARAGRAPH,
+         "the answer repeats phrases of the prompt: the lookup / hybrid drafter wins here"),
+)
+
+
+def add_menu(window: QWidget, menu: QMenu, choose: callable) -> list[QAction]:  # type: ignore[valid-type]
+    """One action per demo prompt; ``choose(demo)`` puts it in the prompt box."""
+    actions = []
+    for demo in DEMOS:
+        action = QAction(demo.title, window)
+        action.setToolTip(demo.note)
+        action.setStatusTip(demo.note)
+        action.triggered.connect(lambda _=False, d=demo: choose(d))
+        menu.addAction(action)
+        actions.append(action)
+    menu.setToolTipsVisible(True)
+    return actions

@@ -1,0 +1,256 @@
+"""Staged rounds: in step mode a round unfolds phase by phase, each with a one-line caption.
+
+Everything comes from the Round event alone (q_top, p_top, ratio, r, status, extra.dist_top):
+the draft proposes x₁…x_K (q bars); the target scores all K+1 positions in one pass (p bars
+appear); each tested x_i in turn, r as a marker against min(1, p/q) on a 0–1 line, kept or
+rejected; the discarded drafts greyed; the residual max(0, p − q) (or p at K+1) appears; the
+resampled or bonus token is drawn. Forward and back (PgDn / PgUp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
+
+from specviz.core.events import Round
+
+from .bars import LABEL_CHARS, RoundBarsView, candidates, top_candidates
+from .style import (
+    BLUE,
+    BONUS_COLOR,
+    FATES,
+    MARK_COLOR,
+    P_COLOR,
+    PLOT_POINT_SIZE,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    fmt_prob,
+    token_label,
+)
+
+GREYED = "#C8C8C8"
+SUB = "₀₁₂₃₄₅₆₇₈₉"
+
+
+def sub(n: int) -> str:
+    return "".join(SUB[int(c)] for c in str(n))
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str  # draft / score / test / discard / dist / extra
+    caption: str
+    tested: int = 0  # drafts whose verdict is shown
+
+
+def phases(rnd: Round) -> list[Phase]:
+    """The phases of one round, in order, with their captions."""
+    k = len(rnd.drafted)
+    drafts = " ".join(f"“{token_label(d.text)}”" for d in rnd.drafted)
+    out = [Phase("draft", f"The draft q proposes x{sub(1)}…x{sub(k)}: {drafts}"),
+           Phase("score", f"The target p scores all {k + 1} positions in one pass")]
+    tested = [d for d in rnd.drafted if d.status != "discarded"]
+    for j, d in enumerate(tested, 1):
+        verdict = "r < min(1, p/q): kept" if d.status == "accepted" else \
+            "r ≥ min(1, p/q): rejected"
+        out.append(Phase("test", f"x{sub(d.index + 1)} “{token_label(d.text)}”: "
+                                 f"r = {fmt_prob(d.r)} vs min(1, p/q) = {fmt_prob(d.ratio)}"
+                                 f" → {verdict}", j))
+    n = len(tested)
+    if len(tested) < k:
+        out.append(Phase("discard", f"x{sub(n + 1)}…x{sub(k)} come after a rejection: "
+                                    "discarded, never tested", n))
+    e = rnd.extra
+    if e is not None and e.kind == "resampled":
+        out.append(Phase("dist", "The residual max(0, p − q), normalised, forms at "
+                                 f"position {n}", n))
+        out.append(Phase("extra", f"“{token_label(e.text)}” is drawn from the residual "
+                                  "(resampled)", n))
+    elif e is not None:
+        out.append(Phase("dist", f"All {k} kept: p at position {k + 1} gives a bonus token", n))
+        out.append(Phase("extra", f"Bonus “{token_label(e.text)}” drawn from p", n))
+    return out
+
+
+class RLine(QWidget):
+    """A 0–1 line: the accept zone [0, min(1, p/q)) shaded, the draw r as a marker."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ratio: float | None = None
+        self.r: float | None = None
+        self.accepted = False
+        self.setMinimumHeight(54)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set(self, ratio: float | None, r: float | None, accepted: bool) -> None:
+        self.ratio, self.r, self.accepted = ratio, r, accepted
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        if self.ratio is None:
+            return
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        font = self.font()
+        p.setFont(font)
+        fm = p.fontMetrics()
+        left, right = fm.horizontalAdvance("0 ") + 6, self.width() - fm.horizontalAdvance(" 1") - 6
+        y = self.height() / 2
+        span = right - left
+        p.fillRect(QRectF(left, y - 10, span * self.ratio, 20), QColor("#CCE3F4"))
+        p.setPen(QPen(QColor("#111111"), 3))
+        p.drawLine(left, int(y), right, int(y))
+        p.drawText(2, int(y + fm.ascent() / 2), "0")
+        p.drawText(right + 6, int(y + fm.ascent() / 2), "1")
+        x = left + span * self.ratio
+        p.setPen(QPen(QColor(BLUE), 4))
+        p.drawLine(int(x), int(y - 16), int(x), int(y + 16))
+        if self.r is not None:
+            xr = left + span * self.r
+            color = QColor(BLUE if self.accepted else MARK_COLOR)
+            p.setPen(QPen(color, 3))
+            p.setBrush(color)
+            p.drawEllipse(QRectF(xr - 9, y - 9, 18, 18))
+        p.end()
+
+
+class StagePanel(QWidget):
+    """The caption line and the r line above the bars while a round is staged."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        font = QFont()
+        font.setPointSize(PLOT_POINT_SIZE + 3)
+        font.setBold(True)
+        self.caption.setFont(font)
+        self.step_label = QLabel()
+        self.step_label.setFont(font)
+        self.rline = RLine()
+        row = QHBoxLayout(self)
+        row.setContentsMargins(4, 0, 4, 0)
+        row.addWidget(self.step_label)
+        row.addWidget(self.caption, 3)
+        row.addWidget(self.rline, 2)
+
+
+class Stager:
+    """Which phase of which round the bars show; forward / back move one phase."""
+
+    def __init__(self, bars: RoundBarsView, panel: StagePanel) -> None:
+        self.bars = bars
+        self.panel = panel
+        self.round: Round | None = None
+        self.phases: list[Phase] = []
+        self.index = 0
+        panel.hide()
+
+    @property
+    def active(self) -> bool:
+        return self.round is not None
+
+    def start(self, rnd: Round) -> None:
+        self.round = rnd
+        self.phases = phases(rnd)
+        self.index = 0
+        self.panel.show()
+        self.draw()
+
+    def stop(self) -> None:
+        self.round = None
+        self.panel.hide()
+
+    def forward(self) -> bool:
+        if self.round is None or self.index >= len(self.phases) - 1:
+            return False
+        self.index += 1
+        self.draw()
+        return True
+
+    def back(self) -> bool:
+        if self.round is None or self.index == 0:
+            return False
+        self.index -= 1
+        self.draw()
+        return True
+
+    def draw(self) -> None:
+        rnd = self.round
+        if rnd is None:
+            return
+        phase = self.phases[self.index]
+        bars = self.bars
+        scale = bars.scale
+        names = [p.name for p in self.phases[: self.index + 1]]
+        scored = "score" in names
+        discard = "discard" in names
+        dist = "dist" in names
+        drawn = "extra" in names
+        k = len(rnd.drafted)
+        count = k + (1 if dist and rnd.extra is not None else 0)
+        bars._place(count)  # noqa: SLF001 - the bars view's own grid
+        small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * scale:g}pt'>"
+        for i, d in enumerate(rnd.drafted):
+            panel = bars.panels[i]
+            cands = candidates(d)
+            marked = next(j for j, c in enumerate(cands) if c.token_id == d.token_id)
+            label = escape(token_label(d.text, LABEL_CHARS))
+            grey = discard and d.status == "discarded"
+            if i < phase.tested or (discard and d.status != "discarded"):
+                verdict = ("<span style='color:#00507D'>✓ kept</span>" if d.status == "accepted"
+                           else "<span style='color:#A03F00'>✗ rejected</span>")
+                detail = f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}"
+            elif grey:
+                verdict = f"<span style='color:{FATES['prompt'].foreground}'>discarded</span>"
+                detail = "never tested"
+            else:
+                verdict, detail = ("scored" if scored else "proposed"), ""
+            figures = f"p {fmt_prob(d.p)} · q {fmt_prob(d.q)}" if scored else \
+                f"q {fmt_prob(d.q)}"
+            title = (f"<b>x{sub(i + 1)}</b> “{label}” <b>{verdict}</b><br>"
+                     f"{small}{figures}<br>{detail}</span>")
+            ps = [(c.p or 0.0) if scored else 0.0 for c in cands]
+            panel.show([token_label(c.text, LABEL_CHARS) for c in cands], ps,
+                       [c.q or 0.0 for c in cands], marked, title,
+                       p_color=GREYED if grey else P_COLOR)
+            panel.q_bars.setOpts(brush=GREYED if grey else Q_COLOR)
+        if count > k and rnd.extra is not None:
+            e = rnd.extra
+            rows = top_candidates(e.dist_top, e.token_id)
+            marked = next((j for j, r in enumerate(rows) if r[0] == e.token_id), -1) \
+                if drawn else -1
+            color = RESIDUAL_COLOR if e.kind == "resampled" else BONUS_COLOR
+            what = "residual norm(max(0, p − q))" if e.kind == "resampled" else \
+                f"p at position {k + 1}"
+            head = (f"<b>“{escape(token_label(e.text, LABEL_CHARS))}” "
+                    f"{FATES[e.kind].label}</b>") if drawn else "<b>drawing…</b>"
+            bars.panels[k].show([token_label(r[1], LABEL_CHARS) for r in rows],
+                                [r[2] for r in rows], None, marked,
+                                f"{head}<br>{small}{what}</span>", p_color=color)
+        bars.header.setText(f"<b>Round {rnd.index + 1}</b>, step {self.index + 1} of "
+                            f"{len(self.phases)} (PgDn / PgUp)")
+        self.panel.step_label.setText(f"{self.index + 1}/{len(self.phases)}")
+        self.panel.caption.setText(phase.caption)
+        if phase.name == "test":
+            d = [x for x in rnd.drafted if x.status != "discarded"][phase.tested - 1]
+            self.panel.rline.set(d.ratio, d.r, d.status == "accepted")
+            self.panel.rline.show()
+        else:
+            self.panel.rline.set(None, None, False)
+            self.panel.rline.hide()
+
+    def snapshot(self) -> tuple:
+        """What is on screen (for tests): caption, r line, every visible panel's bars."""
+        rows = []
+        for panel in self.bars.visible_panels():
+            rows.append((panel.title, tuple(panel.labels),
+                         tuple(panel.p_bars.opts["width"]), tuple(panel.q_bars.opts["width"]),
+                         str(panel.p_bars.opts["brush"])))
+        return (self.panel.caption.text(), self.panel.rline.ratio, self.panel.rline.r,
+                self.bars.header.text(), tuple(rows))

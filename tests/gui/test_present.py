@@ -1,0 +1,309 @@
+"""Presentation: zoom scales every view, presentation mode is big, clicker keys and Esc work.
+
+Broken variants each test catches (tried by hand, see the report):
+- zoom that skips the stream (Zoom.set_factor without stream.set_scale): test_zoom_scales_every_view
+- bars that keep PLOT_POINT_SIZE in titles / ticks (BarPanel.set_font ignoring scale): same test
+- acceptance ticks unscaled (AcceptanceView.set_scale not setting tickFont): same test
+- bases read while setting (a child inherits its parent's new font, zoom compounds): same test
+- presentation_factor returning 1.0: test_presentation_mode_is_readable_from_the_back
+- test_space_in_prompt_types guards typing (an editor keeps Space/arrows via ShortcutOverride,
+  even for application-wide shortcuts); no variant of ours breaks it today.
+- find_user always None (template shown): test_chat_template_hidden_by_default
+- candidates / top_candidates without the p = q = 0 filter: test_bars_leave_out_zero_ids
+- no createMimeDataFromSelection override (copy keeps " sat" and ↵): test_copy_gives_generated...
+- Stager.back not redrawing / phases not restored: test_staged_round_forward_then_back
+- presentation without Esc (leave action unbound / not unchecking F11): test_presentation_mode...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QFontInfo, QWheelEvent
+from PySide6.QtWidgets import QApplication
+
+from specviz.core.events import DraftPosition, TopN
+from specviz.gui.app import CUSTOM, MainWindow
+from specviz.gui.bars import candidates, top_candidates
+from specviz.gui.demo import DEMOS, PARAGRAPH
+from specviz.gui.prompt_text import find_user
+from specviz.gui.run_view import RunView
+from specviz.gui.staging import GREYED, phases
+from specviz.gui.zoom import Zoom, px_per_pt
+from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
+                                       "This plugin does not support raise")
+
+
+@pytest.fixture
+def view(qtbot) -> RunView:
+    v = RunView(frame_ms=10_000)
+    qtbot.addWidget(v)
+    v.resize(1600, 900)
+    for e in speculative_events():
+        v.apply(e)
+    v.flush(now=0.0)
+    v.stream.apply_strikes(now=10.0)
+    return v
+
+
+def sizes(view: RunView) -> dict[str, float]:
+    """Point sizes of one text of each view."""
+    stream = view.stream
+    accepted = next(s for s in stream.spans if s.kind == "accepted")
+    panel = view.bars.visible_panels()[0]
+    return {
+        "stream token": stream.format_at(accepted.start).fontPointSize(),
+        "stream prompt": stream.format_at(0).fontPointSize(),
+        "bars header": view.bars.header.font().pointSizeF(),
+        "bars title": float(panel.plot.titleLabel.opts["size"].rstrip("pt")),
+        "bars ticks": panel.plot.getAxis("left").style["tickFont"].pointSizeF(),
+        "bars x ticks": panel.plot.getAxis("bottom").style["tickFont"].pointSizeF(),
+        "acceptance title": float(view.acceptance.rate_plot.titleLabel.opts["size"]
+                                  .rstrip("pt")),
+        "acceptance ticks": view.acceptance.hist_plot.getAxis("left")
+        .style["tickFont"].pointSizeF(),
+        "speed value": next(iter(view.speed.values.values())).font().pointSizeF(),
+        "info": view.info.font().pointSizeF(),
+        "legend": view.legend.font().pointSizeF(),
+        "stream widget (inherited font)": stream.font().pointSizeF(),
+    }
+
+
+def test_zoom_scales_every_view(view: RunView) -> None:
+    zoom = Zoom(view)
+    before = sizes(view)
+    zoom.set_factor(2.0)
+    after = sizes(view)
+    for name, size in before.items():
+        assert after[name] == pytest.approx(2 * size, rel=0.02), name
+    # Later rounds and panels come at the zoomed size too.
+    assert view.bars.panels[-1].plot.getAxis("left").style["tickFont"].pointSizeF() == \
+        pytest.approx(2 * before["bars ticks"])
+    zoom.reset()
+    assert sizes(view) == pytest.approx(before)
+
+
+def test_ctrl_wheel_zooms(view: RunView) -> None:
+    zoom = Zoom(view)
+    target = view.stream.viewport()
+    event = QWheelEvent(QPointF(10, 10), QPointF(10, 10), QPoint(0, 0), QPoint(0, 120),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.ControlModifier,
+                        Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(target, event)
+    assert zoom.factor > 1.0
+    token = next(s for s in view.stream.spans if s.kind == "accepted")
+    assert view.stream.format_at(token.start).fontPointSize() > 20
+
+
+@pytest.fixture
+def window(qtbot, settings_store, tiny_pair):
+    w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
+    qtbot.addWidget(w)
+    w._set_preset(CUSTOM)
+    w.draft_edit.setText("tiny-draft")
+    w.target_edit.setText("tiny-target")
+    w.device.setCurrentText("cpu")
+    w.prompt.setPlainText("the cat")
+    yield w
+    w.close()
+    w.controller.decoder_thread.wait()
+
+
+def test_presentation_mode_is_readable_from_the_back(window: MainWindow) -> None:
+    view = window.run_view
+    for e in speculative_events():
+        view.apply(e)
+    view.flush(now=0.0)
+    window.show()
+    window.present_action.setChecked(True)
+    ppt = px_per_pt(view)
+    token = next(s for s in view.stream.spans if s.kind == "accepted")
+    assert view.stream.format_at(token.start).fontPointSize() * ppt >= 40
+    for label in (view.info, view.bars.header, view.legend):
+        assert QFontInfo(label.font()).pixelSize() >= 24 or label.font().pointSizeF() * ppt >= 24
+    panel = view.bars.visible_panels()[0]
+    assert panel.plot.getAxis("left").style["tickFont"].pointSizeF() * ppt >= 24
+    # Esc leaves presentation mode and gives the size back.
+    window.stage_actions["leave"].trigger()
+    assert not window.presentation.active and not window.present_action.isChecked()
+    assert window.zoom.factor == 1.0
+
+
+def test_clicker_keys(window: MainWindow, qtbot) -> None:
+    view = window.run_view
+    for e in speculative_events():
+        view.apply(e)
+    view.flush(now=0.0)
+    window.show()
+    window.present_action.setChecked(True)
+    back = window.stage_actions["back"]
+    assert {k.toString() for k in back.shortcuts()} == {"PgUp", "Left"}
+    assert {k.toString() for k in window.stage_actions["forward"].shortcuts()} == \
+        {"PgDown", "Right", "Space"}
+    back.trigger()
+    assert view.selected == 2  # the round before the newest
+    back.trigger()
+    assert view.selected == 1
+    window.stage_actions["forward"].trigger()
+    assert view.selected == 2
+    stepped = []
+    window.step = lambda: stepped.append(1)  # type: ignore[method-assign]
+    window.stage_actions["forward"].trigger()  # at the newest: follow, then Step
+    window.stage_actions["forward"].trigger()
+    assert stepped == [1] and view.selected is None
+    # Through the keys themselves (the shortcut map): PgUp and Left select earlier rounds.
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_PageUp)
+    assert view.selected == 2
+    qtbot.keyClick(view, Qt.Key.Key_Left)
+    assert view.selected == 1
+    qtbot.keyClick(view, Qt.Key.Key_Space)
+    assert view.selected == 2
+
+
+def test_space_in_prompt_types(window: MainWindow, qtbot) -> None:
+    window.show()
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    window.prompt.setFocus()
+    window.prompt.moveCursor(window.prompt.textCursor().MoveOperation.End)
+    qtbot.keyClick(window.prompt, Qt.Key.Key_Space)
+    assert window.prompt.toPlainText() == "the cat "
+
+
+# -- noise: the chat template, p = q = 0 ids, copy ------------------------------------------
+
+CHATML = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+          "Face<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def templated(user: str) -> list:
+    events = speculative_events()
+    events[0] = dataclasses.replace(events[0], prompt=CHATML.format(user))
+    return events
+
+
+def play(view: RunView, events: list) -> None:
+    for e in events:
+        view.apply(e)
+    view.flush(now=0.0)
+    view.stream.apply_strikes(now=10.0)
+
+
+@pytest.mark.parametrize("known", [True, False])  # live run / replayed recording
+def test_chat_template_hidden_by_default(qtbot, known: bool) -> None:
+    v = RunView(frame_ms=10_000)
+    qtbot.addWidget(v)
+    v.user_prompt = "Once upon" if known else None
+    play(v, templated("Once upon"))
+    shown = "".join(t for t, _ in EXPECTED_TOKENS)
+    assert v.stream.toPlainText() == "Once upon\n" + shown
+    kinds = [(s.text, s.kind) for s in v.stream.spans]
+    v.set_show_template(True)
+    assert v.stream.toPlainText() == CHATML.format("Once upon") + shown
+    assert [(s.text, s.kind) for s in v.stream.spans] == kinds  # every token drawn again
+    assert all(v.stream.format_at(s.start).fontStrikeOut() == (s.kind == "rejected")
+               for s in v.stream.spans)
+    v.set_show_template(False)
+    assert v.stream.toPlainText() == "Once upon\n" + shown
+
+
+def test_find_user() -> None:
+    full = CHATML.format("  Summarise:\nthe cat sat. ")
+    start, end = find_user(full, "  Summarise:\nthe cat sat. ")
+    assert full[start:end] == "Summarise:\nthe cat sat."
+    assert find_user("plain prompt", "plain prompt") == (0, 12)
+    assert find_user("no template here", None) is None
+
+
+def test_bars_leave_out_zero_ids() -> None:
+    d = DraftPosition(index=0, token_id=1, text=" cat", q=0.6, p=0.3, ratio=0.5, r=0.2,
+                      status="accepted",
+                      q_top=TopN(ids=(1, 2, 50), texts=(" cat", " dog", "<|im_end|>"),
+                                 probs=(0.6, 0.4, 0.0)),
+                      p_top=TopN(ids=(1, 3, 50, 51), texts=(" cat", " sat", "<|im_end|>", "<s>"),
+                                 probs=(0.3, 0.7, 0.0, 0.0)))
+    assert [c.token_id for c in candidates(d)] == [3, 1, 2]  # by p, then q; no 50, no 51
+    dist = TopN(ids=(4, 50, 5), texts=(" a", "<s>", " b"), probs=(0.9, 0.0, 0.1))
+    assert [r[0] for r in top_candidates(dist, 4)] == [4, 5]
+
+
+def test_copy_gives_generated_text_alone(view: RunView, qtbot) -> None:
+    generated = " the cat dog on a\n猫 big mat"  # " sat", " red", " x" were rejected
+    assert view.output_text() == generated
+    view.stream.selectAll()
+    assert view.stream.createMimeDataFromSelection().text() == "Once upon" + generated
+    view.stream.copy()
+    assert QApplication.clipboard().text() == "Once upon" + generated
+
+
+def test_copy_output_action(window: MainWindow) -> None:
+    play(window.run_view, speculative_events())
+    window.copy_output_action.trigger()
+    assert QApplication.clipboard().text() == " the cat dog on a\n猫 big mat"
+
+
+# -- staged rounds -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3])  # resample, bonus, reject-first, EOS
+def test_staged_round_forward_then_back(view: RunView, index: int) -> None:
+    rnd = view.record.rounds[index]
+    stager = view.stager
+    stager.start(rnd)
+    names = [p.name for p in phases(rnd)]
+    seen = [stager.snapshot()]
+    while stager.forward():
+        seen.append(stager.snapshot())
+    assert len(seen) == len(names) and len(set(map(repr, seen))) == len(seen)  # each differs
+    tested = [d for d in rnd.drafted if d.status != "discarded"]
+    assert names.count("test") == len(tested)
+    assert ("discard" in names) == (len(tested) < len(rnd.drafted))
+    back = [stager.snapshot()]
+    while stager.back():
+        back.append(stager.snapshot())
+    assert back == seen[::-1]
+
+
+def test_staged_phases_show_what_they_say(view: RunView) -> None:
+    rnd = view.record.rounds[2]  # " red" rejected first, " big" " sun" discarded, resampled
+    stager = view.stager
+    stager.start(rnd)
+    panels = view.bars.visible_panels()
+    assert len(panels) == 3 and not any(panels[0].p_bars.opts["width"])  # q only
+    stager.forward()  # score: p appears
+    assert any(panels[0].p_bars.opts["width"])
+    stager.forward()  # test x1: r against min(1, p/q) on the line
+    assert (view.stage_panel.rline.ratio, view.stage_panel.rline.r) == (0.1, 0.7)
+    assert "rejected" in view.stage_panel.caption.text()
+    stager.forward()  # discard: x2, x3 greyed
+    assert "discarded" in panels[1].title and panels[1].p_bars.opts["brush"] == GREYED
+    stager.forward()  # residual appears as a fourth panel, nothing drawn yet
+    assert len(view.bars.visible_panels()) == 4 and "drawing" in view.bars.panels[3].title
+    stager.forward()
+    assert "resampled" in view.bars.panels[3].title and not stager.forward()
+
+
+def test_step_stages_the_new_round(view: RunView) -> None:
+    view.stage_next = True
+    view.apply(dataclasses.replace(view.record.rounds[0], index=4))
+    view.flush(now=0.0)
+    assert view.stager.active and view.stager.index == 0
+    view.select_round(1)  # clicking a round leaves the staging
+    assert not view.stager.active and not view.stage_panel.isVisibleTo(view)
+
+
+def test_demo_prompts_menu(window: MainWindow) -> None:
+    titles = [a.text() for a in window.demo_actions]
+    assert len(titles) == 4 and any("Chinese" in t for t in titles)
+    window.demo_actions[2].trigger()
+    assert window.prompt.toPlainText() == DEMOS[2].prompt and "水" in DEMOS[2].prompt
+    window.demo_actions[3].trigger()
+    assert PARAGRAPH in window.prompt.toPlainText()
+    menus = [a.text() for a in window.menuBar().actions()]
+    assert "&Demo prompts" in menus
