@@ -32,7 +32,7 @@ from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
 from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
 
-BANNER_CHARS = 280  # three lines at 1366 px: the views keep their room
+BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
 
 STOP_REASONS = {
@@ -66,7 +66,7 @@ def legend_html() -> str:
     return (" &nbsp;".join(parts)
             + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
               "<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:#333'>"
-              "<b>⋯</b>&nbsp;dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
+              "dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
 
 INEXACT_WARNING = ("Lenience B = {b:g} < 1: drafts are kept more often than p allows, so this "
                    "output NO LONGER follows the target's distribution (not exact).")

@@ -24,7 +24,7 @@ from .style import (
 configure_plots()
 
 
-ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
+ACCEPTANCE_MIN_HEIGHT = 240  # px: two rows of plots, each with room for three tick labels
 ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
 DRAFTER_COLORS = {"model": SKY_BLUE, "lookup": ORANGE}  # bars; their labels name them too
 DRAFTER_TICKS = {"model": "q"}  # the column is narrow: the draft model is q, as everywhere
@@ -83,7 +83,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.rate_plot.addItem(self.selected_line)
 
         self.hist_plot = self.addPlot(row=1, col=0)
-        _style_plot(self.hist_plot, font, "Rounds by # kept ◆ i.i.d.")
+        _style_plot(self.hist_plot, font, "Kept / round ◆ i.i.d.")
         for item in list(self.hist_plot.items):  # counts, not shares: no 0.5 / 1 lines
             if isinstance(item, pg.InfiniteLine):
                 self.hist_plot.removeItem(item)
@@ -243,6 +243,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             self.drafter_plot.getAxis("bottom").setTicks(
                 [[(i, DRAFTER_TICKS.get(name, name)) for i, name in enumerate(names)], []])
             self.drafter_plot.setXRange(-0.6, max(len(names), 1) - 0.4, padding=0)
+            self.updateGeometry()  # new tick labels may need more room: tell the splitter
         self.drafter_plot.setToolTip(
             "α = kept ÷ tested, for the drafts each drafter proposed: " + ", ".join(
                 f"{name} {alpha:.2f} (n = {tested} tested)"

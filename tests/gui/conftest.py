@@ -20,6 +20,15 @@ from tests.tiny import word_tokenizer
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def app_font(qapp):  # noqa: ANN001, ANN201 - pytest-qt's fixture
+    """Every GUI test sees the app's own (projector-size) font, as a user does: layouts
+    checked with Qt's small default font passed, then clipped in the real app."""
+    from specviz.gui.app import make_app
+
+    return make_app()
+
+
 @pytest.fixture
 def settings_store(tmp_path: Path) -> QSettings:
     """QSettings in a temp ini file: tests never touch the user's settings."""
