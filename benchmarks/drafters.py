@@ -168,30 +168,40 @@ def main() -> None:
             for i, prompt in enumerate(prompts):
                 base = Settings(k=args.k, temperature=temperature,
                                 max_new_tokens=args.max_new_tokens, seed=i)
-                wall, ref = run_specviz(AutoregressiveDecoder(pair, base), prompt)
-                base_tps = len(ref.generated_ids) / wall
-                rows["target alone"].tally.add_summary(ref.summary)
-                rows["target alone"].ratios.append(1.0)
-                for drafter, policy in combos:
-                    s = Settings(**{**base.__dict__, "drafter": drafter, "k_policy": policy})
-                    wall, done = run_specviz(SpeculativeDecoder(pair, s), prompt)
-                    row = rows[f"{drafter} {policy}"]
-                    row.tally.add_summary(done.summary)
-                    row.ratios.append(len(done.generated_ids) / wall / base_tps)
-                    if temperature == 0 and done.generated_ids != ref.generated_ids:
-                        row.mismatches += 1
+                # Every configuration runs once per prompt, in an order rotated per prompt so
+                # that warm-up and drifting load do not always favour the same row.
+                jobs: list[tuple[str, object]] = [("target alone", base)]
+                jobs += [(f"{d} {p}", Settings(**{**base.__dict__, "drafter": d,
+                                                   "k_policy": p})) for d, p in combos]
                 if hf:
-                    wall_g, greedy = run_hf(pair, prompt, args.max_new_tokens, None)
-                    wall_l, looked = run_hf(pair, prompt, args.max_new_tokens, 10)
-                    for name, w, ids in (("hf greedy", wall_g, greedy),
-                                         ("hf prompt lookup 10", wall_l, looked)):
-                        rows[name].ratios.append(len(ids) / w / base_tps)
-                        rows[name].tally.tokens += len(ids)
-                        rows[name].tally.wall_time_s += w
-                        # EOS may end one side earlier: compare what both produced.
-                        n = min(len(ids), len(ref.generated_ids))
-                        if ids[:n] != list(ref.generated_ids[:n]):
-                            rows[name].mismatches += 1
+                    jobs += [("hf greedy", None), ("hf prompt lookup 10", 10)]
+                shift = i % len(jobs)
+                results: dict[str, tuple[float, list[int], RunFinished | None]] = {}
+                for name, job in jobs[shift:] + jobs[:shift]:
+                    if name.startswith("hf "):
+                        w, ids = run_hf(pair, prompt, args.max_new_tokens,
+                                        job if isinstance(job, int) else None)
+                        results[name] = (w, ids, None)
+                    else:
+                        assert isinstance(job, Settings)
+                        decoder = (AutoregressiveDecoder(pair, job) if name == "target alone"
+                                   else SpeculativeDecoder(pair, job))
+                        w, done = run_specviz(decoder, prompt)
+                        results[name] = (w, list(done.generated_ids), done)
+                wall, ref_ids, _ = results["target alone"]
+                base_tps = len(ref_ids) / wall
+                for name, (w, ids, done) in results.items():
+                    row = rows[name]
+                    row.ratios.append(len(ids) / w / base_tps)
+                    if done is not None:
+                        row.tally.add_summary(done.summary)
+                    else:
+                        row.tally.tokens += len(ids)
+                        row.tally.wall_time_s += w
+                    # EOS may end one side earlier: compare what both produced.
+                    n = min(len(ids), len(ref_ids))
+                    if temperature == 0 and ids[:n] != ref_ids[:n]:
+                        row.mismatches += 1
                 print(f"# {set_name} T={temperature:g} prompt {i + 1}/{len(prompts)} done",
                       file=sys.stderr, flush=True)
             print(f"\n{set_name}, T = {temperature:g} ({len(prompts)} prompts, "

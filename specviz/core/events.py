@@ -42,7 +42,7 @@ class Settings:
     # enough match, the model otherwise).
     drafter: str = "model"
     ngram_min: int = 1  # shortest suffix lookup may match
-    ngram_max: int = 3  # longest suffix lookup tries first
+    ngram_max: int = 4  # longest suffix lookup tries first
     # How K is chosen each round: "fixed" (k), "heuristic" (transformers' schedule, starting
     # at k) or "cost" (the K in 0..16 with the most expected tokens per measured second).
     k_policy: str = "fixed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -24,8 +25,8 @@ from specviz.core.events import RunFailed, Settings, to_json
 # Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
 from specviz.core.presets import PRESETS
 
-from .controls import CUSTOM, DEVICES, ControlsPanel
 from . import demo
+from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
 from .presets import mark_presets
@@ -258,9 +259,13 @@ class MainWindow(QMainWindow):
         if not spec.target:
             self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
             return
-        if spec.draft is None and not self.baseline.isChecked():
-            self._on_failed(RunFailed("Choose a draft model (q), or tick 'Target alone'.",
-                                      "input"))
+        settings = self.sampling()
+        lookup = settings.drafter == "lookup" and not self.baseline.isChecked()
+        if lookup:  # prompt lookup drafts from the text itself: no draft model to load
+            spec = dataclasses.replace(spec, draft=None)
+        elif spec.draft is None and not self.baseline.isChecked():
+            self._on_failed(RunFailed("Choose a draft model (q), pick the lookup drafter, "
+                                      "or tick 'Target alone'.", "input"))
             return
         if not self.prompt.toPlainText().strip():
             # Without this the models generate from the chat template alone.
@@ -270,7 +275,7 @@ class MainWindow(QMainWindow):
             return
         self.save_settings()
         self.run_view.user_prompt = self.prompt.toPlainText()
-        self.controller.start(spec, self.sampling(), self.prompt.toPlainText(),
+        self.controller.start(spec, settings, self.prompt.toPlainText(),
                               chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
                               paused=paused, steps=steps)
 

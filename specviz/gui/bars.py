@@ -8,7 +8,14 @@ from html import escape
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsItem,
+    QLabel,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
 
@@ -33,6 +40,9 @@ PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; th
 PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
 BAR = 0.4  # bar thickness; p above q within a candidate's row
+# Where the probability axis may end: a few fixed ends, so a new top probability each round
+# seldom moves the axis (a range change re-lays out and repaints the plot's axes).
+X_ENDS = (0.11, 0.22, 0.33, 0.44, 0.55, 0.77, 1.1)
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,15 @@ class BarPanel:
         self.plot.titleLabel.updateMin = lambda label=self.plot.titleLabel: _title_min(label)
         self.labels: list[str] = []
         self.title = ""
+        self._drawn: dict[str, object] = {}  # what the axes, ranges and title show now
+        # Hidden (a round with fewer decided drafts), the panel keeps its cell: no re-layout.
+        policy = self.plot.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.plot.setSizePolicy(policy)
+        for name in ("left", "bottom"):  # no unit label: no setHtml on every range change
+            self.plot.getAxis(name).enableAutoSIPrefix(False)
+            # New bars next to an axis repaint it: from a pixmap, not its text drawn again.
+            self.plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def set_font(self, font: QFont, scale: float) -> None:
         """Tick fonts, label axis width and title room for a zoom ``scale`` (font: unscaled)."""
@@ -153,7 +172,10 @@ class BarPanel:
                                 brush=p_color)
             self.q_bars.setOpts(x0=[0] * n, y=[y + BAR / 2 for y in ys], width=q, height=BAR)
         top = max([*p, *(q or []), 0.05])
-        if 0 <= marked < n:
+        mark = (marked, top) if 0 <= marked < n else (-1, 0.0)
+        if not self._changed("mark", mark):
+            pass  # the outline stays where it is
+        elif mark[0] >= 0:
             self.mark.setOpts(x0=[0], y=[marked], width=[top * 1.08])
         else:
             self.mark.setOpts(x0=[], y=[], width=[])
@@ -163,15 +185,30 @@ class BarPanel:
         self.labels = [self.metrics.elidedText(("▶ " if i == marked else "") + r,
                                                Qt.TextElideMode.ElideRight, room)
                        for i, r in enumerate(rows)]
-        self.plot.getAxis("left").setTicks([list(enumerate(self.labels)), []])
-        self.plot.setXRange(0, top * 1.1, padding=0)
-        self.plot.getAxis("bottom").setTicks([_x_ticks(top * 1.1), []])
-        self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
+        # Axes, ranges and the title only when they change: each call re-lays out and
+        # repaints the plot (a frame's fixed cost), and most rounds change only the bars.
+        if self._changed("labels", self.labels):
+            self.plot.getAxis("left").setTicks([list(enumerate(self.labels)), []])
+        right = next((end for end in X_ENDS if end >= top * 1.1 - 1e-9), top * 1.1)
+        if self._changed("x", right):
+            self.plot.setXRange(0, right, padding=0)
+            self.plot.getAxis("bottom").setTicks([_x_ticks(right), []])
+        if self._changed("y", max(n, 3)):
+            self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
-        self.plot.setTitle(title, size=f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt")
-        # setTitle fixes the title row at 30 px (one line); ours has three.
-        self.plot.titleLabel.setMaximumHeight(self.title_height)
-        self.plot.layout.setRowFixedHeight(0, self.title_height)
+        size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
+        if self._changed("title", (title, size, self.title_height)):
+            self.plot.setTitle(title, size=size)
+            # setTitle fixes the title row at 30 px (one line); ours has three.
+            self.plot.titleLabel.setMaximumHeight(self.title_height)
+            self.plot.layout.setRowFixedHeight(0, self.title_height)
+
+    def _changed(self, key: str, value: object) -> bool:
+        """Whether ``value`` differs from what was last drawn for ``key`` (then remember it)."""
+        if key in self._drawn and self._drawn[key] == value:
+            return False
+        self._drawn[key] = value
+        return True
 
 
 def _x_ticks(top: float) -> list[tuple[float, str]]:
@@ -222,6 +259,8 @@ class RoundBarsView(QWidget):
         layout.addWidget(self.scroll, 1)
         self.panels: list[BarPanel] = []  # grows to the largest round seen, then reused
         self._placed: list[tuple[int, int, int]] = []  # (panel, row, col) now in the layout
+        self._shown = 0  # the first this many placed panels are visible; the others hold room
+        self._widths: int | None = None  # the lone panel's maximum width now applied
         self.round: Round | None = None
         self._selected = False
 
@@ -242,7 +281,7 @@ class RoundBarsView(QWidget):
         return self.panels[i]
 
     def visible_panels(self) -> list[BarPanel]:
-        return [self.panels[i] for i, _, _ in self._placed]
+        return [self.panels[i] for i, _, _ in self._placed if i < self._shown]
 
     def columns(self, count: int) -> int:
         """As many columns as fit the width; more panels wrap to further rows."""
@@ -252,10 +291,15 @@ class RoundBarsView(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        self._place(len(self._placed), force=True)
+        self._place(len(self._placed), force=True, shown=self._shown)
 
-    def _place(self, count: int, force: bool = False) -> None:
-        """Put the first ``count`` panels in a grid (only when the arrangement changes)."""
+    def _place(self, count: int, force: bool = False, shown: int | None = None) -> None:
+        """Put the first ``count`` panels in a grid (only when the arrangement changes).
+
+        Only the first ``shown`` (default: all) are visible; the rest keep their cells, so
+        rounds of one K, with more or fewer decided drafts, never re-fill the grid.
+        """
+        shown = count if shown is None else min(shown, count)
         cols = self.columns(count)
         if count:
             self._panel(count - 1)  # make sure every panel exists before sizing them
@@ -264,8 +308,14 @@ class RoundBarsView(QWidget):
         self.graphics.setMinimumHeight(round(rows * PANEL_MIN_HEIGHT * self.scale))
         # A lone panel (a baseline round) gets a third of the width, not all of it.
         lone = max(round(PANEL_MIN_WIDTH * self.scale), self.scroll.viewport().width() // 3)
-        for panel in self.panels:
-            panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
+        widths = lone if count == 1 else None  # None: Qt's default, no maximum
+        if widths != self._widths:
+            for panel in self.panels:
+                panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
+            self._widths = widths
+        for i, panel in enumerate(self.panels[:count]):
+            panel.plot.setVisible(i < shown)
+        self._shown = shown
         wanted = [(i, i // cols, i % cols) for i in range(count)]
         if wanted == self._placed:
             if force:
@@ -298,7 +348,7 @@ class RoundBarsView(QWidget):
         decided = [d for d in rnd.drafted if d.status != "discarded"]
         discarded = len(rnd.drafted) - len(decided)
         count = len(decided) + (rnd.extra is not None)
-        self._place(count)
+        self._place(max(count, len(rnd.drafted) + (rnd.extra is not None)), shown=count)
         for i, d in enumerate(decided):
             self._show_draft(self.panels[i], d)
         if rnd.extra is not None:
@@ -342,9 +392,15 @@ class RoundBarsView(QWidget):
     @staticmethod
     def _headline(rnd: Round, discarded: int, selected: bool) -> str:
         which = "selected round" if selected else "round"
+        # The K policy's reason for this round's K (adaptive policies), e.g. "α̂ 0.62 … → K 3".
+        why = f" <span style='color:#595959'>[{escape(rnd.policy_reason)}]</span>" \
+            if rnd.policy_reason else ""
         if rnd.k == 0:
-            return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token."
-        text = f"<b>{which.capitalize()} {rnd.index + 1}</b>: drafted {rnd.k}, " \
+            return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token." \
+                + why
+        drafters = sorted({d.drafter for d in rnd.drafted})
+        by = f" by {'+'.join(drafters)}" if drafters and drafters != ["model"] else ""
+        text = f"<b>{which.capitalize()} {rnd.index + 1}</b>: drafted {rnd.k}{by}{why}, " \
                f"<b>{rnd.n_accepted} accepted</b>"
         if rnd.extra is not None and rnd.extra.kind == "resampled":
             text += f", rejected at #{rnd.n_accepted + 1} → resampled “" \

@@ -38,6 +38,18 @@ from specviz.core.presets import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS  # torch-
 
 CUSTOM = "Custom: hub id, folder or .gguf"
 DEVICES = ("auto", "cpu", "cuda", "mps")
+DRAFTERS = ("model", "lookup", "hybrid")
+K_POLICIES = ("fixed", "heuristic", "cost")
+DRAFTER_HELP = {
+    "model": "the draft model q proposes each token",
+    "lookup": "copy what followed the last n tokens earlier in the text (no draft model)",
+    "hybrid": "lookup where the text repeats itself, the draft model otherwise",
+}
+K_POLICY_HELP = {
+    "fixed": "K drafts every round",
+    "heuristic": "start at K; +2 after a fully kept round, −1 otherwise (transformers)",
+    "cost": "each round, the K (0 included) with the most expected tokens per second",
+}
 
 
 class WideComboBox(QComboBox):
@@ -78,6 +90,11 @@ FIELDS: tuple[Field, ...] = (
     Field("sampling/top_p", "top_p", 1.0, float, "top_p"),
     Field("sampling/max_new_tokens", "max_new", 128, int, "max_new_tokens"),
     Field("sampling/seed", "seed", 0, int, "seed", _seed),
+    Field("drafting/drafter", "drafter", "model", str, "drafter"),
+    Field("drafting/ngram_min", "ngram_min", 1, int, "ngram_min"),
+    Field("drafting/ngram_max", "ngram_max", 3, int, "ngram_max"),
+    Field("drafting/k_policy", "k_policy", "fixed", str, "k_policy"),
+    Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
     Field("mode/baseline", "baseline", False, bool),
     Field("mode/chat", "chat", True, bool),
     Field("prompt", "prompt", DEFAULT_PROMPT, str),
@@ -203,6 +220,7 @@ class ControlsPanel(QWidget):
         form.addRow(self.baseline)
         form.addRow(self.chat)
         col.addWidget(samp)
+        col.addWidget(self._drafting_box())
 
         col.addWidget(QLabel("Prompt"))
         self.prompt = QPlainTextEdit()
@@ -241,6 +259,56 @@ class ControlsPanel(QWidget):
         for f in FIELDS:  # defaults from the table, the one place they are written
             write_value(self.widget(f), f.default)
         self._on_preset_changed(self.preset.currentText())
+
+    def _drafting_box(self) -> QGroupBox:
+        """Who drafts, how K is chosen, and the (inexact) lenience knob."""
+        box = QGroupBox("Drafting")
+        form = QFormLayout(box)
+        self.drafter = QComboBox()
+        self.drafter.addItems(DRAFTERS)
+        self.drafter.setToolTip("<br>".join(f"<b>{k}</b>: {v}" for k, v in DRAFTER_HELP.items()))
+        self.ngram_min = QSpinBox()
+        self.ngram_min.setRange(1, 16)
+        self.ngram_max = QSpinBox()
+        self.ngram_max.setRange(1, 16)
+        for spin in (self.ngram_min, self.ngram_max):
+            spin.setToolTip("Lookup matches the last n tokens, n from max down to min")
+        self.ngram_min.valueChanged.connect(
+            lambda v: self.ngram_max.setValue(max(v, self.ngram_max.value())))
+        self.ngram_max.valueChanged.connect(
+            lambda v: self.ngram_min.setValue(min(v, self.ngram_min.value())))
+        ngram = QWidget()
+        h = QHBoxLayout(ngram)
+        h.setContentsMargins(0, 0, 0, 0)
+        h.addWidget(self.ngram_min)
+        h.addWidget(QLabel("to"))
+        h.addWidget(self.ngram_max)
+        self.k_policy = QComboBox()
+        self.k_policy.addItems(K_POLICIES)
+        self.k_policy.setToolTip("<br>".join(f"<b>{k}</b>: {v}"
+                                             for k, v in K_POLICY_HELP.items()))
+        self.lenience = QDoubleSpinBox()
+        self.lenience.setRange(0.05, 1.0)
+        self.lenience.setSingleStep(0.05)
+        self.lenience.setDecimals(2)
+        self.lenience.setToolTip("r ~ U[0, B): below 1 drafts are kept more often and the "
+                                 "output NO LONGER follows the target's distribution")
+        self.lenience.valueChanged.connect(self._on_lenience_changed)
+        self.lenience_note = QLabel("⚠ B < 1: output no longer follows p")
+        self.lenience_note.setStyleSheet("color: #A03F00; font-weight: bold")
+        self.lenience_note.setWordWrap(True)
+        self.lenience_note.hide()
+        form.addRow("Drafter", self.drafter)
+        form.addRow("n-gram", ngram)
+        form.addRow("K policy", self.k_policy)
+        form.addRow("Lenience B", self.lenience)
+        form.addRow(self.lenience_note)
+        for spin in (self.ngram_min, self.ngram_max, self.lenience):
+            spin.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
+        return box
+
+    def _on_lenience_changed(self, value: float) -> None:
+        self.lenience_note.setVisible(value < 1.0)
 
     def minimumSizeHint(self):  # noqa: N802 - Qt override
         """As wide as the form needs (so it never squeezes), as short as the buttons allow."""
@@ -340,4 +408,5 @@ class ControlsPanel(QWidget):
             self.set_preset(CUSTOM)
 
 
-__all__ = ["CUSTOM", "DEVICES", "FIELDS", "ControlsPanel", "Field", "parse"]
+__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "ControlsPanel", "Field",
+           "parse"]

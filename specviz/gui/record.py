@@ -17,6 +17,7 @@ from specviz.core.speed import (
     speedup_vs_run,
     speedup_vs_step,
 )
+from specviz.core.tally import Tally
 
 
 @dataclass
@@ -44,13 +45,11 @@ class RunRecord:
     rounds: list[Round] = field(default_factory=list)
     finished: RunFinished | None = None
     failed: RunFailed | None = None
-    drafted: int = 0
-    accepted: int = 0
+    tally: Tally = field(default_factory=Tally)  # the counts: core's one tally of a run
     cumulative_rate: list[float] = field(default_factory=list)  # after each round
     round_rate: list[float] = field(default_factory=list)  # n_accepted / k, per round
     histogram: list[int] = field(default_factory=list)  # rounds with 0..K accepted
-    reached: list[int] = field(default_factory=list)  # per draft position
-    kept: list[int] = field(default_factory=list)
+    k_per_round: list[int] = field(default_factory=list)  # K chosen, every round
     token_count: int = 0
 
     @property
@@ -68,8 +67,7 @@ class RunRecord:
             self.started = event
             k = event.settings.k if event.mode == "speculative" else 0
             self.histogram = [0] * (k + 1)
-            self.reached = [0] * k
-            self.kept = [0] * k
+            self.tally = Tally()
         elif isinstance(event, Round):
             self._add_round(event)
         elif isinstance(event, RunFinished):
@@ -80,28 +78,48 @@ class RunRecord:
     def _add_round(self, rnd: Round) -> None:
         self.rounds.append(rnd)
         self.token_count = rnd.n_generated
+        self.tally.add_round(rnd)
+        self.k_per_round.append(rnd.k)
         if rnd.k == 0:
             return
-        self.drafted += rnd.k
-        self.accepted += rnd.n_accepted
-        self.cumulative_rate.append(self.accepted / self.drafted)
+        self.cumulative_rate.append(self.tally.acceptance_rate)
         self.round_rate.append(rnd.n_accepted / rnd.k)
-        if rnd.n_accepted >= len(self.histogram):  # a recording with a larger K than announced
+        if rnd.n_accepted >= len(self.histogram):  # a larger K than announced (K policies)
             self.histogram.extend([0] * (rnd.n_accepted + 1 - len(self.histogram)))
         self.histogram[rnd.n_accepted] += 1
-        for d in rnd.drafted:
-            if d.status == "discarded":
-                continue
-            while d.index >= len(self.reached):
-                self.reached.append(0)
-                self.kept.append(0)
-            self.reached[d.index] += 1
-            self.kept[d.index] += d.status == "accepted"
+
+    # Counts, read from the tally (the views' names for them).
+
+    @property
+    def drafted(self) -> int:
+        return self.tally.drafted
+
+    @property
+    def accepted(self) -> int:
+        return self.tally.accepted
+
+    @property
+    def reached(self) -> list[int]:
+        """Drafts tested at each position 1…K (K announced, or larger if a round drafted more)."""
+        return self._padded(self.tally.reached)
+
+    @property
+    def kept(self) -> list[int]:
+        return self._padded(self.tally.kept)
+
+    def _padded(self, counts: list[int]) -> list[int]:
+        return counts + [0] * (len(self.histogram) - 1 - len(counts))
+
+    @property
+    def exact(self) -> bool:
+        """False once lenience < 1 is announced or a round says so: the output is not p's."""
+        settings = self.started.settings if self.started else None
+        return self.tally.exact and (settings is None or settings.lenience >= 1.0)
 
     @property
     def acceptance_rate(self) -> float:
         """Accepted / drafted (drafts after a rejection count, though never tested)."""
-        return self.accepted / self.drafted if self.drafted else 0.0
+        return self.tally.acceptance_rate
 
     @property
     def alpha(self) -> float:
@@ -110,12 +128,18 @@ class RunRecord:
         Under i.i.d. acceptance a round keeps n < K drafts with probability α^n (1 − α);
         the likelihood α^(Σn) (1 − α)^(rejections) peaks at Σn / (Σn + rejections).
         """
-        tested = sum(self.reached)
-        return sum(self.kept) / tested if tested else 0.0
+        return self.tally.alpha
 
     def acceptance_by_position(self) -> list[float]:
         """P(accepted | position reached), per draft position (0 where never reached)."""
         return [k / r if r else 0.0 for k, r in zip(self.kept, self.reached, strict=True)]
+
+    def alpha_by_drafter(self) -> dict[str, tuple[float, int]]:
+        """α and drafts tested, per drafter that drafted (model, lookup), in that order."""
+        by = self.tally.by_drafter
+        return {name: (by[name].accepted / by[name].tested if by[name].tested else 0.0,
+                       by[name].tested)
+                for name in sorted(by, key=lambda n: (n != "model", n))}
 
     def speed(self, baseline_tokens_per_s: float | None = None,
               target_step_s: float | None = None, race: bool = False) -> SpeedStats:

@@ -65,7 +65,11 @@ def legend_html() -> str:
     # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
     return (" &nbsp;".join(parts)
             + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
-              "<b>q</b>&nbsp;=&nbsp;draft</span>")
+              "<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:#333'>"
+              "<b>⋯</b>&nbsp;dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
+
+INEXACT_WARNING = ("Lenience B = {b:g} < 1: drafts are kept more often than p allows, so this "
+                   "output NO LONGER follows the target's distribution (not exact).")
 
 
 class RunView(QWidget):
@@ -84,6 +88,7 @@ class RunView(QWidget):
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
         self._dirty = False
+        self._bars_selected = False  # whether the bars' round was drawn as a selected one
 
         ui_font = QFont()
         ui_font.setPointSize(UI_POINT_SIZE)
@@ -101,6 +106,13 @@ class RunView(QWidget):
         banner_row.addWidget(self.banner_close)
         self.banner.hide()
         self.banner_close.hide()
+        # Lenience < 1 changes what the run means: said in the view, in words, all run long.
+        self.inexact = QLabel()
+        self.inexact.setWordWrap(True)
+        self.inexact.setStyleSheet("QLabel { background: #FFF0A0; color: #3D2C00; "
+                                   "border: 3px dashed #A03F00; padding: 6px; "
+                                   "font-size: 14pt; font-weight: bold; }")
+        self.inexact.hide()
 
         self.legend = QLabel(legend_html())
         legend_font = QFont()
@@ -154,6 +166,7 @@ class RunView(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
         layout.addLayout(banner_row)
+        layout.addWidget(self.inexact)
         layout.addWidget(self.legend)
         layout.addLayout(info_row)
         layout.addWidget(self.speed)
@@ -208,7 +221,7 @@ class RunView(QWidget):
                 self.stager.stop()
         if self._dirty:
             self._dirty = False
-            self._redraw()
+            self._redraw(bars=False)
 
     def _on_timeout(self) -> None:
         self.flush()
@@ -287,12 +300,17 @@ class RunView(QWidget):
             return rounds[self.selected]
         return rounds[-1] if rounds else None
 
-    def _redraw(self) -> None:
+    def _redraw(self, bars: bool = True) -> None:
+        """Every view from the record; ``bars=False``: the bars only if their round changed."""
         rec = self.record
         if self.stager.active:
             self.stager.draw()
         else:
-            self.bars.show_round(self.shown_round(), selected=self.selected is not None)
+            shown, selected = self.shown_round(), self.selected is not None
+            # A past round picked while the run goes on: the frames after it leave its panels be.
+            if bars or shown is not self.bars.round or selected != self._bars_selected:
+                self.bars.show_round(shown, selected=selected)
+                self._bars_selected = selected
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
         if rec.started is not None:
@@ -301,6 +319,15 @@ class RunView(QWidget):
             step = self.target_step_s.get(key)
         self.speed.update_from(rec.speed(baseline, step), rec.speculative)
         self.info.setText(self.info_text())
+        self._show_exactness()
+
+    def _show_exactness(self) -> None:
+        rec = self.record
+        inexact = rec.started is not None and rec.speculative and not rec.exact
+        if inexact:
+            assert rec.started is not None
+            self.inexact.setText("⚠ " + INEXACT_WARNING.format(b=rec.started.settings.lenience))
+        self.inexact.setVisible(inexact)
 
     def info_text(self) -> str:
         """One line: pair, mode, settings, progress."""
@@ -308,10 +335,16 @@ class RunView(QWidget):
         if rec.started is None:
             return self.info.text()
         s, pair = rec.started.settings, rec.started.pair
-        who = f"{pair.draft} → {pair.target}" if rec.speculative and pair.draft else \
+        who = f"{pair.draft or 'lookup'} → {pair.target}" if rec.speculative else \
             f"{pair.target} alone"
         temp = "greedy" if s.temperature == 0 else f"T={s.temperature:g}"
-        parts = [who, f"K={s.k}" if rec.speculative else "baseline", temp, f"seed {s.seed}",
+        if rec.speculative:
+            kind = f"K={s.k}" if s.k_policy == "fixed" else f"K {s.k_policy} (from {s.k})"
+            if s.drafter != "model":
+                kind = f"{s.drafter} drafter, {kind}"
+            if rec.rounds and rec.rounds[-1].policy_reason:
+                kind += f" [{rec.rounds[-1].policy_reason}]"
+        parts = [who, kind if rec.speculative else "baseline", temp, f"seed {s.seed}",
                  f"{len(rec.rounds)} rounds", f"{rec.token_count} tokens"]
         if rec.finished is not None:
             parts.append("done: " + STOP_REASONS.get(rec.finished.stop_reason,

@@ -13,6 +13,7 @@ from .record import RunRecord, SpeedStats
 from .style import (
     BLUE,
     GREY,
+    ORANGE,
     PLOT_POINT_SIZE,
     REDDISH_PURPLE,
     SKY_BLUE,
@@ -25,6 +26,8 @@ configure_plots()
 
 ACCEPTANCE_MIN_HEIGHT = 250  # px: two rows of plots, each with room for three tick labels
 ACCEPTANCE_MIN_WIDTH = 360  # px: two plots side by side (their titles may ask for more)
+DRAFTER_COLORS = {"model": SKY_BLUE, "lookup": ORANGE}  # bars; their labels name them too
+DRAFTER_TICKS = {"model": "q"}  # the column is narrow: the draft model is q, as everywhere
 
 
 def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
@@ -35,6 +38,7 @@ def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
     for name in ("left", "bottom"):
         # Labels at the ends of an axis may reach past it (into the margin) rather than vanish.
         plot.getAxis(name).setStyle(tickFont=font, hideOverlappingLabels=False)
+        plot.getAxis(name).enableAutoSIPrefix(False)  # no unit label: no setHtml per range
     # No showGrid: a gridded axis clips its end labels to the plot ("0" and "1" vanish).
     for y in (0.5, 1.0):
         plot.addItem(pg.InfiniteLine(y, angle=0, movable=False, pen=pg.mkPen("#DDDDDD")))
@@ -99,11 +103,34 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.pos_plot.setYRange(0, 1.05, padding=0)
         for plot in (self.rate_plot, self.pos_plot):  # few ticks: the plots are short
             plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
+        # K chosen each round (the K policies change it) and α split by drafter.
+        self.k_plot = self.addPlot(row=0, col=2)
+        _style_plot(self.k_plot, font, "K / round")
+        for item in list(self.k_plot.items):  # K is a count: no 0.5 / 1 lines
+            if isinstance(item, pg.InfiniteLine):
+                self.k_plot.removeItem(item)
+        self.k_line = self.k_plot.plot([], [], pen=pg.mkPen(BLUE, width=3), stepMode=None,
+                                       symbol="s", symbolSize=6, symbolBrush=BLUE,
+                                       symbolPen=pg.mkPen(None))
+        self.k_plot.setToolTip("Drafts proposed each round: constant under the fixed policy; "
+                               "the heuristic and cost policies change it (cost may pick 0)")
+        self.drafter_plot = self.addPlot(row=1, col=2)
+        _style_plot(self.drafter_plot, font, "α by drafter")
+        self.drafter_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brushes=[],
+                                            pen=pg.mkPen("k", width=1))
+        self.drafter_plot.addItem(self.drafter_bars)
+        self.drafter_plot.setYRange(0, 1.05, padding=0)
+        self.drafter_plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
+        self.drafter_plot.setToolTip("α = kept ÷ tested, for the drafts each drafter proposed "
+                                     "(n = drafts tested)")
+        self._drafters: tuple[str, ...] | None = None
+        self._k_top = -1
         self.hist_plot.setToolTip("Rounds with 0…K drafts accepted; ◆ what i.i.d. acceptance "
                                   "with the measured α would give")
         self.pos_plot.setToolTip("Share of drafts accepted at each draft position 1…K")
         self.rate_plot.setToolTip("Accepted ÷ drafted: the running total and each round")
-        for plot in (self.rate_plot, self.hist_plot, self.pos_plot):
+        for plot in (self.rate_plot, self.hist_plot, self.pos_plot, self.k_plot,
+                     self.drafter_plot):
             plot.getAxis("left").setWidth(34)
         self.scale = 1.0
         self._tick_font = QFont(font)
@@ -115,6 +142,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._set_k(0)
         self._set_rounds(0)
         self._set_count_axis(0)
+        self._update_drafting(RunRecord())  # whole-number axes before the first run
+        # The drafter names have descenders ("q", "lookup") that digits lack: a taller axis,
+        # and the same under the bars beside it so the three zero lines stay level.
+        for plot in (self.hist_plot, self.pos_plot, self.drafter_plot):
+            axis = plot.getAxis("bottom")
+            axis.setHeight(axis.height() + 6)
 
     def set_scale(self, scale: float) -> None:
         """Zoom: titles, tick fonts, axis widths and the minimum size follow ``scale``."""
@@ -143,7 +176,10 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             [integer_ticks(shown, most=6, first=1, cover=False), []])
 
     def _set_rounds(self, n: int) -> None:
-        shown = max(n, 5)
+        # Past ten rounds the axis grows in steps of about a tenth of it (1-2-5): not every
+        # round (each change re-lays out and repaints the axis), never more than ~20% empty.
+        step = next(m * 10**e for e in range(12) for m in (1, 2, 5) if m * 10**e * 10 >= n)
+        shown = max(5, -(-n // step) * step)
         if shown == self._n:
             return
         self._n = shown
@@ -181,6 +217,36 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         started = record.started
         self._set_k(max(k, started.settings.k if started is not None else 0))
         self._set_count_axis(max([*hist, *expected, 1]))
+        self._update_drafting(record)
+
+    def _update_drafting(self, record: RunRecord) -> None:
+        """K per round (every round of a speculative run) and α per drafter."""
+        ks = record.k_per_round if record.speculative else []
+        self.k_line.setData(list(range(1, len(ks) + 1)), ks)
+        n = max(len(ks), 5)
+        self.k_plot.setXRange(0.5, n + 0.5, padding=0)
+        self.k_plot.getAxis("bottom").setTicks(
+            [integer_ticks(n, most=6, first=1, cover=False), []])
+        top = max([*ks, record.k, 1])
+        if top != self._k_top:
+            self._k_top = top
+            ticks = integer_ticks(top, most=3)
+            self.k_plot.getAxis("left").setTicks([ticks, []])
+            self.k_plot.setYRange(0, ticks[-1][0] * 1.08, padding=0)
+        split = record.alpha_by_drafter() if record.speculative else {}
+        names = tuple(split)
+        self.drafter_bars.setOpts(
+            x=list(range(len(names))), height=[a for a, _ in split.values()],
+            brushes=[DRAFTER_COLORS.get(name, GREY) for name in names])
+        if names != self._drafters:
+            self._drafters = names
+            self.drafter_plot.getAxis("bottom").setTicks(
+                [[(i, DRAFTER_TICKS.get(name, name)) for i, name in enumerate(names)], []])
+            self.drafter_plot.setXRange(-0.6, max(len(names), 1) - 0.4, padding=0)
+        self.drafter_plot.setToolTip(
+            "α = kept ÷ tested, for the drafts each drafter proposed: " + ", ".join(
+                f"{name} {alpha:.2f} (n = {tested} tested)"
+                for name, (alpha, tested) in split.items()))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""

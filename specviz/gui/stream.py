@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, Signal
-from PySide6.QtGui import QHelpEvent, QMouseEvent, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QHelpEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QTextCharFormat,
+    QTextCursor,
+)
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
@@ -16,6 +25,7 @@ from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
 from .prompt_text import visible_prompt
 from .style import (
     FATES,
+    INK,
     char_format,
     fmt_prob,
     inline_rejected,
@@ -25,6 +35,28 @@ from .style import (
 )
 
 REJECTED_SCALE = 0.65  # size of a struck rejected draft, relative to the stream's text
+# Who drafted a token, in words (tooltips). A token not drafted by the draft model gets a
+# dotted underline in ink: no hue, and unlike the fates' solid lines (resampled's underline,
+# the strike of a rejected draft, bonus' overline), so it reads on top of any fate.
+DRAFTER_WORDS = {
+    "model": "the draft model q",
+    "lookup": "prompt lookup: copied what followed the same words earlier (q one-hot)",
+}
+DRAFTER_MARK = QTextCharFormat.UnderlineStyle.DotLine
+# Qt's own underline is a hairline, gone from the back of a room: the view draws the mark
+# again over it, as a dotted line this thick (px) just below the token's line.
+DRAFTER_MARK_WIDTH = 3
+
+
+def drafter_marked(fmt: QTextCharFormat, drafter: str) -> QTextCharFormat:
+    """``fmt`` with the drafter's mark (none for the draft model, the usual drafter)."""
+    if drafter == "model":
+        return fmt
+    fmt = QTextCharFormat(fmt)
+    fmt.setFontUnderline(True)
+    fmt.setUnderlineStyle(DRAFTER_MARK)
+    fmt.setUnderlineColor(QColor(INK))
+    return fmt
 
 
 @dataclass(frozen=True)
@@ -40,6 +72,7 @@ class TokenSpan:
     text: str
     draft: DraftPosition | None
     extra: ExtraToken | None
+    round: Round | None = None  # the round it came from (its K and the policy's reason)
     output: str = ""  # what this token adds to the generated text ("" for a rejected draft)
 
 
@@ -62,6 +95,8 @@ class TokenStreamView(QTextEdit):
         self.strike_delay_s = strike_delay_s
         self.spans: list[TokenSpan] = []
         self._starts: list[int] = []
+        self._marked: list[TokenSpan] = []  # spans not drafted by the model, in order
+        self._marked_starts: list[int] = []
         self._pending_strikes: list[tuple[float, TokenSpan]] = []
         self._formats = {kind: char_format(kind) for kind in FATES}
         # A rejected draft first appears unstruck at full size, so the audience reads the
@@ -104,6 +139,8 @@ class TokenStreamView(QTextEdit):
         self.document().clear()
         self.spans.clear()
         self._starts.clear()
+        self._marked.clear()
+        self._marked_starts.clear()
         self._pending_strikes.clear()
         self._cursor = QTextCursor(self.document())
 
@@ -189,11 +226,16 @@ class TokenStreamView(QTextEdit):
         self._cursor.movePosition(QTextCursor.MoveOperation.End)
         start = self._cursor.position()
         fmt = QTextCharFormat(self._formats[fmt_key or kind])
+        if draft is not None and kind in ("accepted", "rejected"):
+            fmt = drafter_marked(fmt, draft.drafter)
         self._cursor.insertText(text, fmt)
         span = TokenSpan(start, self._cursor.position(), kind, rnd.index, position, number,
-                         text, draft, extra, output)
+                         text, draft, extra, round=rnd, output=output)
         self.spans.append(span)
         self._starts.append(start)
+        if kind in ("accepted", "rejected") and draft is not None and draft.drafter != "model":
+            self._marked.append(span)
+            self._marked_starts.append(start)
         return span
 
     def apply_strikes(self, now: float | None = None) -> int:
@@ -217,7 +259,8 @@ class TokenStreamView(QTextEdit):
         for span in spans:
             cursor.setPosition(span.start)
             cursor.setPosition(span.end, QTextCursor.MoveMode.KeepAnchor)
-            cursor.setCharFormat(self._formats["rejected"])
+            fmt = self._formats["rejected"]
+            cursor.setCharFormat(drafter_marked(fmt, span.draft.drafter) if span.draft else fmt)
         cursor.movePosition(QTextCursor.MoveOperation.End)
 
     # -- reading back -------------------------------------------------------------------------
@@ -251,6 +294,11 @@ class TokenStreamView(QTextEdit):
         """Tooltip HTML: round, position, p(x), q(x), min(1, p/q), r and the decision."""
         fate = FATES[span.kind]
         where = f"round {span.round_index + 1}"
+        rnd = span.round
+        if rnd is not None and rnd.policy_reason:
+            where += f" (K = {rnd.k}: {escape(rnd.policy_reason)})"
+        elif rnd is not None and rnd.k:
+            where += f" (K = {rnd.k})"
         lines = [f"<b>{escape(token_label(span.text, 40))}</b> — "
                  f"<span style='color:{fate.foreground}'><b>{fate.label}</b></span>"]
         if span.draft is not None and span.kind in ("accepted", "rejected"):
@@ -262,6 +310,7 @@ class TokenStreamView(QTextEdit):
                 "r ≥ min(1, p/q): reject, resample from norm(max(0, p − q))"
             lines.append(f"min(1, p/q) = {fmt_prob(d.ratio)} &nbsp; r = {fmt_prob(d.r)}")
             lines.append(verdict)
+            lines.append(f"drafted by {escape(DRAFTER_WORDS.get(d.drafter, d.drafter))}")
         elif span.extra is not None:
             e = span.extra
             out = f", output token {span.token_number + 1}" if span.token_number is not None else ""
@@ -279,6 +328,35 @@ class TokenStreamView(QTextEdit):
         return "<br>".join(lines)
 
     # -- Qt events ------------------------------------------------------------------------------
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        super().paintEvent(event)
+        if self._marked:
+            self._paint_marks()
+
+    def _paint_marks(self) -> None:
+        """The drafter mark, thick enough to read across a room; visible spans only."""
+        viewport = self.viewport()
+        first = self.cursorForPosition(QPoint(0, 0)).position()
+        last = self.cursorForPosition(QPoint(viewport.width(), viewport.height())).position()
+        lo = max(0, bisect.bisect_right(self._marked_starts, first) - 1)
+        hi = bisect.bisect_right(self._marked_starts, last)
+        if lo >= hi:
+            return
+        painter = QPainter(viewport)
+        pen = QPen(QColor(INK), DRAFTER_MARK_WIDTH, Qt.PenStyle.DotLine)
+        pen.setCapStyle(Qt.PenCapStyle.FlatCap)
+        painter.setPen(pen)
+        cursor = QTextCursor(self.document())
+        for span in self._marked[lo:hi]:
+            cursor.setPosition(span.start)
+            a = self.cursorRect(cursor)
+            cursor.setPosition(span.end)
+            b = self.cursorRect(cursor)
+            y = a.bottom() - 1
+            if b.top() == a.top():  # on one line (a token that wraps keeps the hairline)
+                painter.drawLine(a.left(), y, b.left(), y)
+        painter.end()
 
     def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if event.type() == QEvent.Type.ToolTip:

@@ -135,8 +135,33 @@ def failure(exc: BaseException, during: str) -> RunFailed:
     return RunFailed(message=f"Failed while {during}: {type(exc).__name__}: {exc}", kind=kind)
 
 
+class _Collector(QObject):
+    """Runs the garbage collector on the GUI thread, whichever thread asks for it.
+
+    A collection finalises whatever sits in reference cycles, Qt wrappers included; Qt objects
+    destroyed off the thread that owns them crash the process (seen once in the test suite,
+    a segfault after a worker-thread ``gc.collect()``), so other threads only ask.
+    """
+
+    requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requested.connect(self._collect)  # queued when emitted from another thread
+
+    @Slot()
+    def _collect(self) -> None:
+        gc.collect()
+
+
+_collector: _Collector | None = None  # made on the GUI thread by the first DecodeController
+
+
 def _free_memory() -> None:
-    gc.collect()
+    if threading.current_thread() is threading.main_thread():
+        gc.collect()
+    elif _collector is not None:
+        _collector.requested.emit()
     torch = sys.modules.get("torch")  # nothing to free on a device if torch never loaded
     try:
         if torch is not None and torch.cuda.is_available():
@@ -304,6 +329,9 @@ class DecodeController(QObject):
 
     def __init__(self, loader: Loader | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        global _collector
+        if _collector is None:
+            _collector = _Collector()
         self.loader = loader or _default_loader
         self.decoder_thread = QThread()
         self.decoder_thread.setObjectName("specviz-decoder")
@@ -481,7 +509,10 @@ class DecodeController(QObject):
         self._set_state("paused" if paused else "running")
         if self.closing:
             self._end_undispatched(job)
-        elif self.pair is not None and self.pair_spec == pair:
+        elif self.pair is not None and self.pair_spec is not None and (
+                self.pair_spec == pair or (pair.draft is None and not baseline
+                                           and self._same_target(self.pair_spec, pair))):
+            # A lookup run (draft None) reuses a loaded pair's target; its draft stays unused.
             self._dispatch(job)
         elif self.failed_spec == pair and self.last_failure is not None and \
                 not (self._wanted is not None and self._wanted.spec == pair):
@@ -494,6 +525,11 @@ class DecodeController(QObject):
             self._pending = job
             self._start_load(pair)
         return job
+
+    @staticmethod
+    def _same_target(loaded: PairSpec, wanted: PairSpec) -> bool:
+        return (loaded.target, loaded.device, loaded.dtype) == \
+            (wanted.target, wanted.device, wanted.dtype)
 
     def _dispatch(self, job: RunJob) -> None:
         job = dataclasses.replace(job, models=self.pair)

@@ -199,3 +199,38 @@ def test_make_policy_names() -> None:
     assert make_policy("fixed", 3).choose(MODEL, 10).k == 3
     with pytest.raises(ValueError, match="unknown K policy"):
         make_policy("greedy", 3)
+
+
+class LineThroughAllWidths(CostModel):
+    """Broken: one least-squares line through every width, the one-token pass included."""
+
+    def verify_cost(self, n: int) -> float:
+        points = [(w, m.value) for w, m in self.verify.items() if m.known]
+        mw = sum(w for w, _ in points) / len(points)
+        mt = sum(t for _, t in points) / len(points)
+        var = sum((w - mw) ** 2 for w, _ in points)
+        slope = max(0.0, sum((w - mw) * (t - mt) for w, t in points) / var)
+        return mt + slope * (n - mw)
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (LineThroughAllWidths, False)])
+def test_cpu_one_token_pass_is_measured_not_fitted(cls: type[CostModel], correct: bool) -> None:
+    """Measured on this CPU: 1 token 85 ms, 3 tokens 190 ms, 5 tokens 205 ms, 17 tokens 315 ms.
+    At α̂ 0.3 for a free lookup draft, a plain step (1 token / 85 ms) beats any K."""
+    costs = cls()
+    for width, seconds in ((1, 0.085), (3, 0.19), (5, 0.205), (17, 0.315)):
+        costs.verify.setdefault(width, _Mean()).add(seconds)
+    costs.draft.setdefault("lookup", _Mean()).add(0.0)
+    lookup = Plan("lookup", "lookup:1", 20, 1)
+    p = trained_policy(CostPolicy, 0.3, costs, plan=lookup)
+    assert (p.choose(lookup, cap=100).k == 0) == correct
+
+
+def test_cost_policy_measures_a_plain_step_early() -> None:
+    p = CostPolicy(4)
+    p.observe(outcome(4, 2, verify_s=5.0, fed=40))  # the prefill round: not a sample
+    p.observe(outcome(4, 4, verify_s=0.2))
+    choice = p.choose(MODEL, cap=100)
+    assert choice.k == 0 and "measuring a plain target step" in choice.reason
+    p.observe(outcome(0, 0, verify_s=0.09))
+    assert p.choose(MODEL, cap=100).k > 0  # α̂ is high: drafting wins again

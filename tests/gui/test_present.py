@@ -29,9 +29,9 @@ from specviz.gui.app import CUSTOM, MainWindow
 from specviz.gui.bars import candidates, top_candidates
 from specviz.gui.demo import DEMOS, PARAGRAPH
 from specviz.gui.prompt_text import find_user
+from specviz.gui.run_view import RunView
 from specviz.gui.staging import GREYED, phases
 from specviz.gui.style import RESIDUAL_COLOR
-from specviz.gui.run_view import RunView
 from specviz.gui.zoom import Zoom, px_per_pt
 from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
 

@@ -186,3 +186,25 @@ def test_run_control_counts_steps() -> None:
     control.stop()
     control.wait_turn()  # a stop always lets the run wind down
     assert control.stopped
+
+
+def test_memory_is_collected_on_the_gui_thread_only(qtbot, monkeypatch) -> None:
+    """A worker's gc.collect() finalised Qt objects off their thread and crashed once.
+
+    Broken variant this catches: ``_free_memory`` calling ``gc.collect()`` directly, which runs
+    the collection on the asking (worker) thread: ``threads`` then holds that thread.
+    """
+    import threading
+
+    from specviz.gui import worker as worker_mod
+
+    controller = worker_mod.DecodeController(loader=lambda *a, **k: None)
+    threads: list[threading.Thread] = []
+    monkeypatch.setattr(worker_mod.gc, "collect",
+                        lambda: threads.append(threading.current_thread()))
+    asker = threading.Thread(target=worker_mod._free_memory)
+    asker.start()
+    asker.join()
+    qtbot.waitUntil(lambda: bool(threads), timeout=5000)
+    assert threads == [threading.main_thread()]
+    controller.shutdown(wait_ms=2000)

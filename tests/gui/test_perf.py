@@ -1,0 +1,222 @@
+"""Frame cost (issue 10 item 8): a frame redoes only what changed. Counts work, never time.
+
+Each check counts calls that re-lay out or repaint a plot (grid re-fills, title setHtml,
+axis setTicks, range changes); each broken variant puts back the old code, which did all of
+them every round, and shows the check fails.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from PySide6.QtCore import QRectF
+from PySide6.QtWidgets import QApplication
+
+from benchmarks.frame_cost import scripted_rounds
+from specviz.gui.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
+from specviz.gui.run_view import RunView
+from specviz.gui.stats import AcceptanceView
+
+# The offscreen platform cannot resize a window to its size hints; a real screen can.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+@pytest.fixture
+def view(qtbot) -> Iterator[RunView]:
+    v = RunView(frame_ms=1_000_000)
+    v.timer.stop()
+    qtbot.addWidget(v)
+    v.resize(1366, 768)
+    v.show()
+    QApplication.processEvents()
+    yield v
+
+
+def spy(counts: Counter, name: str, obj: object, attr: str) -> None:
+    """Count calls of ``obj.attr`` (an instance attribute shadowing the method)."""
+    original = getattr(obj, attr)
+
+    def wrapper(*args, **kwargs):
+        counts[name] += 1
+        return original(*args, **kwargs)
+
+    setattr(obj, attr, wrapper)
+
+
+def work_per_round(view: RunView, k: int, rounds: int = 8) -> Counter:
+    """Calls that re-fill the grid or redraw titles, axes and ranges, over ``rounds`` rounds of
+    one K after the first (rejections at changing positions: the panel count varies)."""
+    events = scripted_rounds(k, rounds + 1)
+    view.apply(events[0])
+    view.apply(events[1])
+    view.flush(now=0.0)
+    QApplication.processEvents()
+    counts: Counter = Counter()
+    bars = view.bars
+    spy(counts, "addItem", bars.graphics.ci, "addItem")
+    spy(counts, "removeItem", bars.graphics.ci, "removeItem")
+    for panel in bars.panels:
+        spy(counts, "setHtml", panel.plot.titleLabel.item, "setHtml")
+    for i, event in enumerate(events[2:]):
+        view.apply(event)
+        view.flush(now=float(i + 1))
+    return counts
+
+
+def redraw_same_round(view: RunView) -> Counter:
+    """Calls made by drawing the round that is already on screen once more."""
+    events = scripted_rounds(4, 3)
+    for e in events:
+        view.apply(e)
+    view.flush(now=0.0)
+    counts: Counter = Counter()
+    for panel in view.bars.visible_panels():
+        spy(counts, "setHtml", panel.plot.titleLabel.item, "setHtml")
+        spy(counts, "setTicks", panel.plot.getAxis("left"), "setTicks")
+        spy(counts, "setTicks", panel.plot.getAxis("bottom"), "setTicks")
+        spy(counts, "setRange", panel.plot.getViewBox(), "setRange")
+        spy(counts, "setXRange", panel.plot, "setXRange")
+        spy(counts, "setYRange", panel.plot, "setYRange")
+    view.bars.show_round(view.bars.round)
+    view.select_round(None)  # the frame after a click on "Follow live round"
+    return counts
+
+
+@pytest.mark.parametrize("k", [4, 16])
+def test_rounds_of_one_k_never_refill_the_grid(view: RunView, k: int) -> None:
+    counts = work_per_round(view, k)
+    assert counts["addItem"] == 0 and counts["removeItem"] == 0, counts
+    # Titles change with the round (token, p, q): at most one setHtml per panel per round.
+    assert counts["setHtml"] <= 8 * (k + 1), counts
+
+
+def test_redrawing_the_same_round_sets_nothing_again(view: RunView) -> None:
+    counts = redraw_same_round(view)
+    assert sum(counts.values()) == 0, counts
+
+
+def test_a_round_with_fewer_decided_drafts_keeps_the_panels_in_place(view: RunView) -> None:
+    events = scripted_rounds(4, 3)  # round 0 all kept (5 panels), round 1 rejects at #2
+    bars = view.bars
+    for e in events[:2]:
+        view.apply(e)
+    view.flush(now=0.0)
+    QApplication.processEvents()
+    before = [p.plot.geometry() for p in bars.visible_panels()]
+    assert len(before) == 5
+    view.apply(events[2])
+    view.flush(now=1.0)
+    QApplication.processEvents()
+    shown = bars.visible_panels()
+    assert len(shown) < 5
+    assert [p.plot.geometry() for p in shown] == before[:len(shown)]
+    hidden = [p for p in bars.panels[:5] if p not in shown]
+    assert hidden and not any(p.plot.isVisible() for p in hidden)
+    assert all(p.plot.isVisible() for p in shown)
+    # A new K re-fills the grid: every panel shown again, in the new arrangement.
+    events = scripted_rounds(2, 1)
+    bars.show_round(events[1])
+    assert len(bars.visible_panels()) == 3
+    assert all(p.plot.isVisible() for p in bars.visible_panels())
+
+
+# -- broken variants: the old code, every round ------------------------------------------------
+
+
+def old_place(self: RoundBarsView, count: int, force: bool = False,
+              shown: int | None = None) -> None:
+    """The old _place: one grid cell per shown panel, re-filled whenever that count changed."""
+    count = count if shown is None else shown
+    cols = self.columns(count)
+    if count:
+        self._panel(count - 1)
+    rows = -(-count // cols)
+    self.graphics.setMinimumHeight(rows * PANEL_MIN_HEIGHT)
+    lone = max(PANEL_MIN_WIDTH, self.scroll.viewport().width() // 3)
+    for panel in self.panels:
+        panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
+    self._shown = count
+    wanted = [(i, i // cols, i % cols) for i in range(count)]
+    if wanted == self._placed:
+        if force:
+            self.graphics.ci.setGeometry(QRectF(self.graphics.viewport().rect()))
+        return
+    layout = self.graphics.ci
+    for i, _, _ in self._placed:
+        layout.removeItem(self.panels[i].plot)
+    for i, row, col in wanted:
+        layout.addItem(self._panel(i).plot, row, col)
+    self._placed = wanted
+    layout.setGeometry(QRectF(self.graphics.viewport().rect()))
+
+
+def test_old_grid_refill_is_caught(view: RunView, monkeypatch) -> None:
+    monkeypatch.setattr(RoundBarsView, "_place", old_place)
+    counts = work_per_round(view, 4)
+    assert counts["addItem"] > 0 and counts["removeItem"] > 0, counts
+
+
+def test_old_redraw_of_everything_is_caught(view: RunView, monkeypatch) -> None:
+    monkeypatch.setattr(BarPanel, "_changed", lambda self, key, value: True)  # no memory
+    counts = redraw_same_round(view)
+    assert counts["setHtml"] > 0 and counts["setTicks"] > 0, counts
+
+
+def frames_with_a_past_round_selected(view: RunView) -> Counter:
+    """Calls of bars.show_round over frames of new rounds while the user looks at round 1."""
+    events = scripted_rounds(4, 8)
+    for e in events[:3]:
+        view.apply(e)
+    view.flush(now=0.0)
+    view.select_round(0)
+    counts: Counter = Counter()
+    spy(counts, "show_round", view.bars, "show_round")
+    for i, e in enumerate(events[3:]):
+        view.apply(e)
+        view.flush(now=float(i + 1))
+    assert view.bars.round is view.record.rounds[0]
+    return counts
+
+
+def test_frames_leave_a_selected_round_as_drawn(view: RunView) -> None:
+    assert frames_with_a_past_round_selected(view)["show_round"] == 0
+    view.select_round(None)  # following the live round again draws it at once
+    assert view.bars.round is view.record.rounds[-1]
+    assert "Selected" not in view.bars.header.text()
+
+
+def rate_axis_changes(view: RunView, rounds: int = 60) -> int:
+    """How often the acceptance-over-rounds x axis moved over ``rounds`` frames of one round."""
+    events = scripted_rounds(4, rounds)
+    counts: Counter = Counter()
+    spy(counts, "setXRange", view.acceptance.rate_plot, "setXRange")
+    for i, e in enumerate(events):
+        view.apply(e)
+        view.flush(now=float(i))
+    return counts["setXRange"]
+
+
+def test_the_rounds_axis_grows_in_steps(view: RunView) -> None:
+    assert rate_axis_changes(view) <= 20  # 5..10, 12..20 by 2, 25..50 by 5, 60: 17 (old: 56)
+    end = view.acceptance.rate_plot.getViewBox().viewRange()[0][1]
+    assert 60 <= end <= 60 * 1.2 + 1  # holds every round, without much room to spare
+
+
+def test_old_bars_redraw_on_every_frame_is_caught(view: RunView, monkeypatch) -> None:
+    redraw = RunView._redraw
+    monkeypatch.setattr(RunView, "_redraw", lambda self, bars=True: redraw(self, True))
+    assert frames_with_a_past_round_selected(view)["show_round"] > 0
+
+
+def test_old_rounds_axis_moving_every_round_is_caught(view: RunView, monkeypatch) -> None:
+    def old_set_rounds(self, n: int) -> None:
+        shown = max(n, 5)
+        if shown == self._n:
+            return
+        self._n = shown
+        self.rate_plot.setXRange(0.5, shown + 0.5, padding=0)
+
+    monkeypatch.setattr(AcceptanceView, "_set_rounds", old_set_rounds)
+    assert rate_axis_changes(view) > 20
