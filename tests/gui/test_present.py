@@ -67,6 +67,9 @@ def sizes(view: RunView) -> dict[str, float]:
                                   .rstrip("pt")),
         "acceptance ticks": view.acceptance.hist_plot.getAxis("left")
         .style["tickFont"].pointSizeF(),
+        "K plot ticks": view.acceptance.k_plot.getAxis("left").style["tickFont"].pointSizeF(),
+        "drafter plot axis height": float(view.acceptance.drafter_plot.getAxis("bottom")
+                                          .fixedHeight),
         "speed value": next(iter(view.speed.values.values())).font().pointSizeF(),
         "info": view.info.font().pointSizeF(),
         "legend": view.legend.font().pointSizeF(),
