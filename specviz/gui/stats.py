@@ -166,8 +166,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             base = self._bottom_heights[plot]
             if base is not None:  # a fixed height (room for descenders): scaled with the text
                 plot.getAxis("bottom").setHeight(round(base * scale))
+        # Height grows less than the text: on a projector the round's bars need the room.
         self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
-                            round(ACCEPTANCE_MIN_HEIGHT * scale))
+                            round(ACCEPTANCE_MIN_HEIGHT * min(scale, 1.2)))
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
