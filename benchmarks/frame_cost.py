@@ -11,9 +11,11 @@ wall time: the figures do not depend much on what else the machine runs):
 - paint: ``QApplication.processEvents()`` until nothing is pending: layout and repaints;
 
 and counts paint events (widgets repainted per frame). It prints the median and p90 of each
-per K. To compare two versions, run it with each on the path, e.g. main's checkout:
+per K. To compare two versions, run it with each on the path, e.g. an older commit:
 
-    PYTHONPATH=/work/main QT_QPA_PLATFORM=offscreen python benchmarks/frame_cost.py
+    mkdir /tmp/old && git archive COMMIT specviz tests | tar -x -C /tmp/old
+    PYTHONPATH=/tmp/old QT_QPA_PLATFORM=offscreen python benchmarks/frame_cost.py
+    PYTHONPATH=$PWD QT_QPA_PLATFORM=offscreen python benchmarks/frame_cost.py
 """
 
 from __future__ import annotations
