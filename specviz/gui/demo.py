@@ -17,6 +17,10 @@ class Demo:
     note: str  # what to expect (the menu item's tooltip and the status line)
 
 
+# The figures in the notes: bundled pair, CLI defaults (K 4, greedy T 0, chat template), seed 0,
+# 48 new tokens: specviz-cli --json --max-new-tokens 48 --prompt ... [--drafter lookup].
+
+
 PARAGRAPH = (
     "Speculative decoding speeds up text generation from a large language model. A small "
     "draft model proposes several tokens ahead, and the large target model checks all of "
@@ -30,16 +34,20 @@ PARAGRAPH = (
 
 DEMOS = (
     Demo("High acceptance: the water cycle", DEFAULT_PROMPT,
-         "common facts in plain English: the draft guesses most tokens, long accepted runs"),
+         "common facts in plain English: long accepted runs (measured: acceptance 0.41, "
+         "2.5 tokens per round)"),
     Demo("Low acceptance: rhyming puzzle",
          "Write a four-line poem about a quantum physicist's cat, in which every line rhymes "
          "with 'orange' and the third word of each line starts with Z.",
-         "odd constraints: the small draft guesses badly, many rejections and resamples"),
+         "odd constraints: many rejections and resamples (measured: acceptance 0.20, "
+         "1.8 tokens per round)"),
     Demo("Chinese: 水循环 (water cycle)", "请用三句话解释水循环。",
-         "Chinese text: multi-byte tokens, split characters, and how the pair copes"),
+         "Chinese: multi-byte tokens and split characters; the small pair is weak here "
+         "(measured: acceptance 0.17, 1.7 tokens per round)"),
     Demo("Copy from the prompt: summarise a paragraph",
          "Summarise this paragraph, reusing its wording:\n\n" + PARAGRAPH,
-         "the answer repeats phrases of the prompt: the lookup / hybrid drafter wins here"),
+         "the answer repeats the prompt's phrases: choose the lookup or hybrid drafter "
+         "(measured acceptance: model 0.04, lookup 0.20, hybrid 0.18)"),
 )
 
 

@@ -215,8 +215,7 @@ class RunView(QWidget):
         if rounds:
             if self.stage_next and rounds[-1].k > 0:
                 self.stage_next = False
-                self.selected = None
-                self.stager.start(rounds[-1])
+                self.stage(rounds[-1])
             else:
                 self.stager.stop()
         if self._dirty:
@@ -234,6 +233,16 @@ class RunView(QWidget):
         self.follow_button.setEnabled(False)
         self.clear_error()
         self.stream.begin(started, self.user_prompt, self.show_template)
+
+    def stage(self, rnd: Round) -> None:
+        """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares."""
+        self.selected = None
+        self.stager.start(rnd)
+        main = self.splitters[1]
+        total = sum(main.sizes())
+        upper = main.widget(0).minimumSizeHint().height()
+        if upper < total:
+            main.setSizes([upper, total - upper])
 
     def set_show_template(self, on: bool) -> None:
         """Show or hide the chat template: the stream is drawn again from the record."""

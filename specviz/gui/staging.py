@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QEvent, QRectF, QSize
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
@@ -55,11 +55,9 @@ def phases(rnd: Round) -> list[Phase]:
            Phase("score", f"The target p scores all {k + 1} positions in one pass")]
     tested = [d for d in rnd.drafted if d.status != "discarded"]
     for j, d in enumerate(tested, 1):
-        verdict = "r < min(1, p/q): kept" if d.status == "accepted" else \
-            "r ≥ min(1, p/q): rejected"
-        out.append(Phase("test", f"x{sub(d.index + 1)} “{token_label(d.text)}”: "
-                                 f"r = {fmt_prob(d.r)} vs min(1, p/q) = {fmt_prob(d.ratio)}"
-                                 f" → {verdict}", j))
+        sign, verdict = ("<", "kept") if d.status == "accepted" else ("≥", "rejected")
+        out.append(Phase("test", f"x{sub(d.index + 1)} “{token_label(d.text)}”: r {fmt_prob(d.r)}"
+                                 f" {sign} min(1, p/q) {fmt_prob(d.ratio)} → {verdict}", j))
     n = len(tested)
     if len(tested) < k:
         out.append(Phase("discard", f"x{sub(n + 1)}…x{sub(k)} come after a rejection: "
@@ -84,8 +82,18 @@ class RLine(QWidget):
         self.ratio: float | None = None
         self.r: float | None = None
         self.accepted = False
-        self.setMinimumHeight(54)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(200, round(2.6 * self.fontMetrics().lineSpacing()) + 24)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return self.sizeHint()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:  # zoom: room for the captions
+            self.updateGeometry()
 
     def set(self, ratio: float | None, r: float | None, accepted: bool) -> None:
         self.ratio, self.r, self.accepted = ratio, r, accepted
@@ -110,12 +118,22 @@ class RLine(QWidget):
         x = left + span * self.ratio
         p.setPen(QPen(QColor(BLUE), 4))
         p.drawLine(int(x), int(y - 16), int(x), int(y + 16))
+        # Captions: min(1, p/q) above its tick, r below its marker (the accept zone is shaded).
+        small = QFont(font)
+        small.setPointSizeF(font.pointSizeF() * 0.8)
+        p.setFont(small)
+        sm = p.fontMetrics()
+        text = "min(1, p/q)"
+        tx = min(max(2, int(x - sm.horizontalAdvance(text) / 2)),
+                 self.width() - sm.horizontalAdvance(text) - 2)
+        p.drawText(tx, int(y - 18), text)
         if self.r is not None:
             xr = left + span * self.r
             color = QColor(BLUE if self.accepted else MARK_COLOR)
             p.setPen(QPen(color, 3))
             p.setBrush(color)
             p.drawEllipse(QRectF(xr - 9, y - 9, 18, 18))
+            p.drawText(int(xr - sm.horizontalAdvance("r") / 2), int(y + 14 + sm.ascent()), "r")
         p.end()
 
 
@@ -133,6 +151,9 @@ class StagePanel(QWidget):
         self.step_label = QLabel()
         self.step_label.setFont(font)
         self.rline = RLine()
+        plain = QFont(font)
+        plain.setBold(False)
+        self.rline.setFont(plain)
         row = QHBoxLayout(self)
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.step_label)
@@ -165,6 +186,7 @@ class Stager:
     def stop(self) -> None:
         self.round = None
         self.panel.hide()
+        self.bars.header.show()
 
     def forward(self) -> bool:
         if self.round is None or self.index >= len(self.phases) - 1:
@@ -193,10 +215,12 @@ class Stager:
         dist = "dist" in names
         drawn = "extra" in names
         k = len(rnd.drafted)
-        count = k + (1 if dist and rnd.extra is not None else 0)
+        # Once the residual forms, the discarded drafts (already shown greyed) make room for it.
+        shown = [d for d in rnd.drafted if d.status != "discarded"] if dist else rnd.drafted
+        count = len(shown) + (1 if dist and rnd.extra is not None else 0)
         bars._place(count)  # noqa: SLF001 - the bars view's own grid
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * scale:g}pt'>"
-        for i, d in enumerate(rnd.drafted):
+        for i, d in enumerate(shown):
             panel = bars.panels[i]
             cands = candidates(d)
             marked = next(j for j, c in enumerate(cands) if c.token_id == d.token_id)
@@ -220,7 +244,7 @@ class Stager:
                        [c.q or 0.0 for c in cands], marked, title,
                        p_color=GREYED if grey else P_COLOR)
             panel.q_bars.setOpts(brush=GREYED if grey else Q_COLOR)
-        if count > k and rnd.extra is not None:
+        if dist and rnd.extra is not None:
             e = rnd.extra
             rows = top_candidates(e.dist_top, e.token_id)
             marked = next((j for j, r in enumerate(rows) if r[0] == e.token_id), -1) \
@@ -230,12 +254,19 @@ class Stager:
                 f"p at position {k + 1}"
             head = (f"<b>“{escape(token_label(e.text, LABEL_CHARS))}” "
                     f"{FATES[e.kind].label}</b>") if drawn else "<b>drawing…</b>"
-            bars.panels[k].show([token_label(r[1], LABEL_CHARS) for r in rows],
+            bars.panels[len(shown)].show([token_label(r[1], LABEL_CHARS) for r in rows],
                                 [r[2] for r in rows], None, marked,
                                 f"{head}<br>{small}{what}</span>", p_color=color)
+        # The residual / bonus panel may wrap to a row below: bring it into view when it forms.
+        bar = bars.scroll.verticalScrollBar()
+        bar.setValue(bar.maximum() if dist else 0)
+        # The caption line says where we are; the bars' header line goes, the panels get it.
         bars.header.setText(f"<b>Round {rnd.index + 1}</b>, step {self.index + 1} of "
                             f"{len(self.phases)} (PgDn / PgUp)")
-        self.panel.step_label.setText(f"{self.index + 1}/{len(self.phases)}")
+        bars.header.hide()
+        self.panel.step_label.setText(f"Round {rnd.index + 1} · {self.index + 1}/"
+                                      f"{len(self.phases)}")
+        self.panel.step_label.setToolTip("PgDn / → / Space: next step · PgUp / ←: back")
         self.panel.caption.setText(phase.caption)
         if phase.name == "test":
             d = [x for x in rnd.drafted if x.status != "discarded"][phase.tested - 1]

@@ -135,7 +135,8 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.scale = 1.0
         self._tick_font = QFont(font)
         self._titles = {plot: plot.titleLabel.text
-                        for plot in (self.rate_plot, self.hist_plot, self.pos_plot)}
+                        for plot in (self.rate_plot, self.hist_plot, self.pos_plot,
+                                     self.k_plot, self.drafter_plot)}
         self._k = -2
         self._n = -1
         self._top = -1
@@ -148,6 +149,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         for plot in (self.hist_plot, self.pos_plot, self.drafter_plot):
             axis = plot.getAxis("bottom")
             axis.setHeight(axis.height() + 6)
+        # Zoom scales the fixed axis heights from these.
+        self._bottom_heights = {plot: plot.getAxis("bottom").fixedHeight
+                                for plot in self._titles}
 
     def set_scale(self, scale: float) -> None:
         """Zoom: titles, tick fonts, axis widths and the minimum size follow ``scale``."""
@@ -159,8 +163,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             for name in ("left", "bottom"):
                 plot.getAxis(name).setStyle(tickFont=tick)
             plot.getAxis("left").setWidth(round(34 * scale))
+            base = self._bottom_heights[plot]
+            if base is not None:  # a fixed height (room for descenders): scaled with the text
+                plot.getAxis("bottom").setHeight(round(base * scale))
+        # Height grows less than the text: on a projector the round's bars need the room.
         self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
-                            round(ACCEPTANCE_MIN_HEIGHT * scale))
+                            round(ACCEPTANCE_MIN_HEIGHT * min(scale, 1.2)))
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""

@@ -15,7 +15,7 @@ from PySide6.QtGui import QAction, QKeySequence, QWheelEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
 from .run_view import RunView
-from .style import STREAM_POINT_SIZE, UI_POINT_SIZE
+from .style import PLOT_POINT_SIZE, STREAM_POINT_SIZE, UI_POINT_SIZE
 
 MIN_FACTOR = 0.6
 MAX_FACTOR = 4.0
@@ -33,7 +33,8 @@ def px_per_pt(widget: QWidget) -> float:
 def presentation_factor(widget: QWidget) -> float:
     """The smallest factor with tokens ≥ TOKEN_PX and labels ≥ LABEL_PX on this screen."""
     ppt = px_per_pt(widget)
-    return max(1.0, TOKEN_PX / (STREAM_POINT_SIZE * ppt), LABEL_PX / (UI_POINT_SIZE * ppt))
+    smallest_label = min(UI_POINT_SIZE, PLOT_POINT_SIZE - 2)  # the speed numbers' captions
+    return max(1.0, TOKEN_PX / (STREAM_POINT_SIZE * ppt), LABEL_PX / (smallest_label * ppt))
 
 
 class Zoom(QObject):

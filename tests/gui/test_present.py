@@ -31,6 +31,7 @@ from specviz.gui.demo import DEMOS, PARAGRAPH
 from specviz.gui.prompt_text import find_user
 from specviz.gui.run_view import RunView
 from specviz.gui.staging import GREYED, phases
+from specviz.gui.style import RESIDUAL_COLOR
 from specviz.gui.zoom import Zoom, px_per_pt
 from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
 
@@ -66,6 +67,9 @@ def sizes(view: RunView) -> dict[str, float]:
                                   .rstrip("pt")),
         "acceptance ticks": view.acceptance.hist_plot.getAxis("left")
         .style["tickFont"].pointSizeF(),
+        "K plot ticks": view.acceptance.k_plot.getAxis("left").style["tickFont"].pointSizeF(),
+        "drafter plot axis height": float(view.acceptance.drafter_plot.getAxis("bottom")
+                                          .fixedHeight),
         "speed value": next(iter(view.speed.values.values())).font().pointSizeF(),
         "info": view.info.font().pointSizeF(),
         "legend": view.legend.font().pointSizeF(),
@@ -283,10 +287,11 @@ def test_staged_phases_show_what_they_say(view: RunView) -> None:
     assert "rejected" in view.stage_panel.caption.text()
     stager.forward()  # discard: x2, x3 greyed
     assert "discarded" in panels[1].title and panels[1].p_bars.opts["brush"] == GREYED
-    stager.forward()  # residual appears as a fourth panel, nothing drawn yet
-    assert len(view.bars.visible_panels()) == 4 and "drawing" in view.bars.panels[3].title
+    stager.forward()  # the residual forms beside the rejected draft; nothing drawn yet
+    assert len(view.bars.visible_panels()) == 2 and "drawing" in view.bars.panels[1].title
+    assert view.bars.panels[1].p_bars.opts["brush"] == RESIDUAL_COLOR
     stager.forward()
-    assert "resampled" in view.bars.panels[3].title and not stager.forward()
+    assert "resampled" in view.bars.panels[1].title and not stager.forward()
 
 
 def test_step_stages_the_new_round(view: RunView) -> None:
