@@ -6,7 +6,8 @@ snippet). Never used for training. Each is a chat message (the chat template is 
 
 from __future__ import annotations
 
-_LIGHTHOUSE = """The Bell Rock Lighthouse stands eleven miles off the coast of Angus, in Scotland, on a \
+_LIGHTHOUSE = """\
+The Bell Rock Lighthouse stands eleven miles off the coast of Angus, in Scotland, on a \
 reef that is covered by the sea for all but a few hours each day. Before it was built, the reef \
 wrecked dozens of ships every winter, because sailors heading for the Firth of Tay could not \
 see it at high tide. The engineer Robert Stevenson began work in 1807. His men could only work \

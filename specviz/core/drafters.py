@@ -50,7 +50,7 @@ class CachedModel:
         # Sliding-window (and linear-attention) layers drop old states as they go, and a
         # later rollback can then no longer crop. Recording the past keeps them until the next
         # crop, as transformers' own assisted generation does; crop() then trims to the window.
-        self.cache.activate_past_recording()
+        self.cache.activate_past_recording()  # type: ignore[no-untyped-call]
         self.ids: list[int] = []  # what the cache holds, for checks and debugging
         self.calls = 0
         self.forward_time_s = 0.0

@@ -153,7 +153,7 @@ def axis_problems(axis: pg.AxisItem, label: str) -> list[str]:
     horizontal = axis.orientation in ("bottom", "top")
     spans = sorted(((r.left(), r.right(), s) if horizontal else (r.top(), r.bottom(), s))
                    for r, s in drawn)
-    for (a0, a1, s0), (b0, _b1, s1) in zip(spans, spans[1:], strict=False):
+    for (_a0, a1, s0), (b0, _b1, s1) in zip(spans, spans[1:], strict=False):
         if b0 < a1 - SLACK:
             problems.append(f"{label}: tick labels {s0!r} and {s1!r} overlap")
     if axis.orientation == "left":

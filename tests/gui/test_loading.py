@@ -1,4 +1,5 @@
-"""Loading as the user sees it, with fake loaders: cancel, close mid-load, banners, Ctrl+C, imports."""
+"""Loading as the user sees it, with fake loaders: cancel, close mid-load, banners, Ctrl+C,
+imports."""
 
 from __future__ import annotations
 
