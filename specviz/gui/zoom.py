@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QWheelEvent
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QWidget
 
 from .run_view import RunView
 from .style import PLOT_POINT_SIZE, STREAM_POINT_SIZE, UI_POINT_SIZE
@@ -46,9 +46,11 @@ class Zoom(QObject):
         super().__init__(view)
         self.view = view
         self.factor = 1.0
-        app = QApplication.instance()
-        if app is not None:
-            app.installEventFilter(self)  # Ctrl+wheel anywhere over the run view
+        # Ctrl+wheel over any part of the run view. On the view's own widgets, not the
+        # application: an application filter sees every event of every window, and windows
+        # left behind (a test suite makes hundreds) made each event call hundreds of them.
+        for widget in (view, *view.findChildren(QWidget)):
+            widget.installEventFilter(self)
 
     def set_factor(self, factor: float) -> None:
         factor = min(MAX_FACTOR, max(MIN_FACTOR, factor))
@@ -81,8 +83,7 @@ class Zoom(QObject):
         self.set_factor(1.0)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
-        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) \
-                and (obj is self.view or self.view.isAncestorOf(obj)):
+        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget):
             assert isinstance(event, QWheelEvent)
             if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
                 dy = event.angleDelta().y()
