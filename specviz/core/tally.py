@@ -11,17 +11,9 @@ from dataclasses import dataclass, field
 
 from .events import DrafterTally, Round, Summary
 
-
-def expected_tokens_per_round(alpha: float, k: int) -> float:
-    """E[tokens per round] = (1 − α^(K+1)) / (1 − α) under i.i.d. acceptance (1 when K = 0)."""
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
-    """Walltime improvement (1 − α^(K+1)) / ((1 − α)(Kc + 1)), c = draft/target cost."""
-    return expected_tokens_per_round(alpha, k) / (k * cost_ratio + 1.0)
+# The formulas live with the rest of the speed maths; re-exported for the tally's readers.
+from .speed import expected_speedup as expected_speedup
+from .speed import expected_tokens_per_round as expected_tokens_per_round
 
 
 @dataclass
