@@ -166,19 +166,22 @@ class RunRecord:
         t_verify = verify / last.target_calls if last.target_calls else 0.0
         t_draft = draft / last.draft_calls if last.draft_calls else 0.0
         stats.alpha = self.alpha
+        # The K the rounds used: under the heuristic and cost policies it is not the setting.
+        k = self.k if self.started is None or self.started.settings.k_policy == "fixed" \
+            else max(1, round(self.tally.mean_k()))
         step = target_step_s or 0.0
         if step > 0:
             stats.target_step_s = step
             stats.cost_ratio = t_draft / step
             stats.verify_cost = t_verify / step
-            stats.expected_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio,
+            stats.expected_speedup = expected_speedup(stats.alpha, k, stats.cost_ratio,
                                                       stats.verify_cost)
-            stats.paper_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
+            stats.paper_speedup = expected_speedup(stats.alpha, k, stats.cost_ratio)
         elif t_verify > 0:
             # No step measured: c against the verify pass, and only the paper's form (v = 1),
             # which the view keeps out of the big number.
             stats.cost_ratio = t_draft / t_verify
-            stats.paper_speedup = expected_speedup(stats.alpha, self.k, stats.cost_ratio)
+            stats.paper_speedup = expected_speedup(stats.alpha, k, stats.cost_ratio)
         if baseline_tokens_per_s:
             stats.measured_speedup = speedup_vs_run(stats.tokens_per_s, baseline_tokens_per_s)
             stats.measured_against = ("vs target alone, same prompt and seed (race)" if race

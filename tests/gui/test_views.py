@@ -260,3 +260,26 @@ def test_a_thousand_rounds_append_without_rebuilding(view: RunView) -> None:
     assert len(view.acceptance.cumulative_line.getData()[0]) == 1000
     # The bar panels are made once and reused, not one per round.
     assert len(view.bars.panels) == 4
+
+
+def test_expected_speedup_uses_the_k_the_rounds_used() -> None:
+    """Under an adaptive K policy the setting is only where K starts.
+
+    Broken variant this catches: the expected figure computed with ``settings.k`` (here 8)
+    while the rounds drafted about 3 each; it then reads 0.90× instead of 1.20×.
+    """
+    import dataclasses
+
+    from specviz.gui.record import RunRecord
+
+    started, *rest = speculative_events()
+    adaptive = dataclasses.replace(
+        started, settings=dataclasses.replace(started.settings, k=8, k_policy="heuristic"))
+    fixed_record, adaptive_record = RunRecord(), RunRecord()
+    for event in speculative_events():
+        fixed_record.add(event)
+    for event in [adaptive, *rest]:
+        adaptive_record.add(event)
+    fixed = fixed_record.speed(target_step_s=0.04).expected_speedup
+    assert fixed == pytest.approx(1.20, abs=0.005)  # the hand-computed figure above
+    assert adaptive_record.speed(target_step_s=0.04).expected_speedup == pytest.approx(fixed)
