@@ -99,8 +99,13 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             view.select_round(None)
             window.dock.hide()
             window.menuBar().hide()
+            # Presentation mode's type (F11 also goes full screen, which the grab's size fixes).
+            from specviz.gui.zoom import presentation_factor
+
+            window.zoom.set_factor(presentation_factor(window))
             app.processEvents()
             paths.append(_grab(window, out / "presentation.png", app))
+            window.zoom.set_factor(1.0)
             window.dock.show()
             window.menuBar().show()
 
