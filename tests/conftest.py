@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download
@@ -22,6 +24,31 @@ from tests.tiny import tiny_pair as _tiny_pair  # noqa: E402
 def tiny_pair() -> ModelPair:
     """Two different tiny random Llamas (float64) sharing a word-level tokenizer."""
     return _tiny_pair(sharpness=8.0)
+
+
+@pytest.fixture(autouse=True)
+def _collect_between_tests() -> Iterator[None]:
+    """Collect cycles between tests, where no paint or thread is mid-way.
+
+    The app turns automatic collection off once a QApplication is made
+    (``gui.startup.GuiThreadCollector``) and collects from its event loop; tests rarely spin
+    that loop, so without this the garbage of hundreds of tests would pile up.
+    """
+    yield
+    if gc.isenabled():
+        return
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    from specviz.gui.startup import GuiThreadCollector, collect_due
+
+    app = QCoreApplication.instance()
+    if app is not None:  # deleteLater'd widgets go first
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        collector = app.findChild(GuiThreadCollector)
+        if collector is not None:
+            collect_due(collector.threshold)
+            return
+    gc.collect()
 
 
 _EXIT_STATUS: list[int] = []

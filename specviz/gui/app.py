@@ -429,6 +429,9 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     font = QFont(app.font())
     font.setPointSize(UI_POINT_SIZE)
     app.setFont(font)
+    from .startup import install_gui_collector
+
+    install_gui_collector(app)
     return app
 
 

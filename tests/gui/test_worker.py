@@ -208,3 +208,32 @@ def test_memory_is_collected_on_the_gui_thread_only(qtbot, monkeypatch) -> None:
     qtbot.waitUntil(lambda: bool(threads), timeout=5000)
     assert threads == [threading.main_thread()]
     controller.shutdown(wait_ms=2000)
+
+
+def test_automatic_collection_is_off_and_the_event_loop_collects(qtbot) -> None:
+    """CI once segfaulted inside ``AxisItem.paint``: an automatic collection, started by an
+    allocation in the middle of the paint, freed Qt wrappers under it. Automatic collection
+    can also start on the decoder or loader thread. So the app turns it off and collects
+    from its event loop on the GUI thread.
+
+    Broken variants this catches: ``make_app`` without ``install_gui_collector`` (collection
+    stays automatic: the first assertion fails); a collector whose timer never collects
+    (the cycle below is never freed).
+    """
+    import gc
+    import weakref
+
+    from specviz.gui.app import make_app
+
+    make_app()
+    assert not gc.isenabled()
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+    gone = weakref.ref(a)
+    del a, b
+    kept = [Node() for _ in range(1000)]  # alive: past generation 0's threshold  # noqa: F841
+    qtbot.waitUntil(lambda: gone() is None, timeout=5000)
