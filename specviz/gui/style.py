@@ -38,7 +38,7 @@ FATES: dict[str, Fate] = {
     "prompt": Fate("prompt", "prompt", "#5E5E5E", "#FFFFFF", help="the text you gave"),
     "accepted": Fate("accepted", "accepted draft", "#00507D", "#CCE3F4",
                      help="drafted by q, kept by p (r < min(1, p/q))"),
-    "rejected": Fate("rejected", "rejected draft", "#A03F00", "#F7CDBA", strike=True,
+    "rejected": Fate("rejected", "rejected draft", "#9C3D00", "#F7CDBA", strike=True,
                      help="drafted by q, refused by p: shown, then struck through"),
     "resampled": Fate("resampled", "resampled", "#574000", "#FFF0A0", underline=True,
                       help="drawn from norm(max(0, p − q)) after a rejection"),
