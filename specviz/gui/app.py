@@ -34,6 +34,7 @@ from .replay import Replayer
 from .run_view import RunView
 from .stage import install_stage
 from .style import UI_POINT_SIZE
+from .themes import apply_theme, install_themes, theme_named
 from .worker import DecodeController, Loader, PairSpec, background_threads
 from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
 
@@ -79,6 +80,7 @@ class MainWindow(QMainWindow):
         self._closed = False
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
         install_stage(self)  # race (F7), the step measured at load, File → Export
+        install_themes(self)  # View → Theme, remembered; Ctrl+Shift+T (gui/themes.py)
         if autoload:
             self.load_pair()
 
@@ -176,6 +178,11 @@ class MainWindow(QMainWindow):
         self.copy_output_action.triggered.connect(self.copy_output)
         edit_menu.addAction(self.copy_output_action)
         self.addAction(self.copy_output_action)
+
+    def set_theme(self, key: str) -> None:
+        """Light, dark or high contrast (gui/themes.py) on every view, and remember it."""
+        apply_theme(self, theme_named(key))
+        self.store.setValue("view/theme", self.theme.key)
 
     def _choose_demo(self, chosen: demo.Demo) -> None:
         """A demo prompt into the prompt box (Run then uses it); the status says what to see."""

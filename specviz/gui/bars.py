@@ -20,17 +20,13 @@ from PySide6.QtWidgets import (
 from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
 
 from .style import (
-    BONUS_COLOR,
     FATES,
-    MARK_COLOR,
-    P_COLOR,
     PLOT_POINT_SIZE,
-    Q_COLOR,
-    RESIDUAL_COLOR,
     configure_plots,
     fmt_prob,
     token_label,
 )
+from .themes import LIGHT, Theme, style_plot
 
 configure_plots()
 
@@ -122,13 +118,14 @@ class BarPanel:
         self.plot.layout.removeItem(title)
         self.plot.layout.addItem(title, 0, 0, 1, 3)
         self.set_font(font, scale)
-        self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=P_COLOR,
+        self.theme = LIGHT  # set_theme
+        self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=LIGHT.p,
                                       pen=pg.mkPen(None))
-        self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=Q_COLOR,
+        self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=LIGHT.q,
                                       pen=pg.mkPen(None))
         # Outline around the chosen (drafted / resampled / bonus) token's row.
         self.mark = pg.BarGraphItem(x0=[], y=[], height=0.96, width=[], brush=None,
-                                    pen=pg.mkPen(MARK_COLOR, width=3))
+                                    pen=pg.mkPen(LIGHT.mark, width=3))
         for item in (self.p_bars, self.q_bars, self.mark):
             self.plot.addItem(item)
         # The title's text width must not set the panel's minimum width (then a row of
@@ -146,6 +143,13 @@ class BarPanel:
             # New bars next to an axis repaint it: from a pixmap, not its text drawn again.
             self.plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
+    def set_theme(self, theme: Theme) -> None:
+        """Axes, q bars and the outline in ``theme``; p bars and the title at the next show."""
+        self.theme = theme
+        style_plot(self.plot, theme)
+        self.q_bars.setOpts(brush=theme.q)
+        self.mark.setOpts(pen=pg.mkPen(theme.mark, width=3))
+
     def set_font(self, font: QFont, scale: float) -> None:
         """Tick fonts, label axis width and title room for a zoom ``scale`` (font: unscaled)."""
         self.scale = scale
@@ -160,8 +164,9 @@ class BarPanel:
         self.metrics = QFontMetricsF(big)
 
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
-             title: str, p_color: str = P_COLOR) -> None:
+             title: str, p_color: str | None = None) -> None:
         """Draw ``p`` (and ``q`` beside it, if given) for the candidates ``rows``."""
+        p_color = p_color or self.theme.p
         n = len(rows)
         ys = list(range(n))
         if q is None:
@@ -197,8 +202,8 @@ class BarPanel:
             self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
         size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
-        if self._changed("title", (title, size, self.title_height)):
-            self.plot.setTitle(title, size=size)
+        if self._changed("title", (title, size, self.title_height, self.theme.key)):
+            self.plot.setTitle(title, size=size, color=self.theme.plot_text)
             # setTitle fixes the title row at 30 px (one line); ours has three.
             self.plot.titleLabel.setMaximumHeight(self.title_height)
             self.plot.layout.setRowFixedHeight(0, self.title_height)
@@ -234,11 +239,8 @@ class RoundBarsView(QWidget):
         header_font = QFont(font)
         header_font.setPointSize(PLOT_POINT_SIZE + 2)
         self.header.setFont(header_font)
-        self.key = QLabel(
-            f"<span style='color:{P_COLOR}'>■</span> <b>p</b> target &nbsp; "
-            f"<span style='color:{Q_COLOR}'>■</span> <b>q</b> draft &nbsp; "
-            f"<span style='color:{RESIDUAL_COLOR}'>■</span> residual norm(max(0, p − q)) &nbsp; "
-            f"<span style='color:{MARK_COLOR}'>▶ ▭</span> token taken")
+        self.theme = LIGHT  # set_theme
+        self.key = QLabel(self.key_html(LIGHT))
         self.key.setFont(font)
         self.key.setWordWrap(True)
         self.graphics = pg.GraphicsLayoutWidget()
@@ -264,6 +266,22 @@ class RoundBarsView(QWidget):
         self.round: Round | None = None
         self._selected = False
 
+    @staticmethod
+    def key_html(theme: Theme) -> str:
+        return (f"<span style='color:{theme.p}'>■</span> <b>p</b> target &nbsp; "
+                f"<span style='color:{theme.q}'>■</span> <b>q</b> draft &nbsp; "
+                f"<span style='color:{theme.residual}'>■</span> residual norm(max(0, p − q))"
+                f" &nbsp; <span style='color:{theme.mark}'>▶ ▭</span> token taken")
+
+    def set_theme(self, theme: Theme) -> None:
+        """Every panel, the key and the background in ``theme``; the round drawn again."""
+        self.theme = theme
+        self.graphics.setBackground(theme.plot_bg)
+        self.key.setText(self.key_html(theme))
+        for panel in self.panels:
+            panel.set_theme(theme)
+        self.show_round(self.round, self._selected)
+
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """The header and key at their wrapped height for this width, and a strip of panels."""
         hint = super().minimumSizeHint()
@@ -278,6 +296,8 @@ class RoundBarsView(QWidget):
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
             self.panels.append(BarPanel(self._font, self.scale))
+            if self.theme is not LIGHT:
+                self.panels[-1].set_theme(self.theme)
         return self.panels[i]
 
     def visible_panels(self) -> list[BarPanel]:
@@ -353,14 +373,15 @@ class RoundBarsView(QWidget):
             self._show_draft(self.panels[i], d)
         if rnd.extra is not None:
             self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
-        self.header.setText(self._headline(rnd, discarded, selected))
+        self.header.setText(self._headline(rnd, discarded, selected, self.theme.muted))
         self.updateGeometry()  # a headline on two lines needs a taller minimum
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
         cands = candidates(d)
         marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
-        verdict = ("<span style='color:#00507D'>✓ accepted</span>" if d.status == "accepted"
-                   else "<span style='color:#A03F00'>✗ rejected</span>")
+        verdict = (f"<span style='color:{self.theme.ink('accepted')}'>✓ accepted</span>"
+                   if d.status == "accepted" else
+                   f"<span style='color:{self.theme.ink('rejected')}'>✗ rejected</span>")
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
         title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
                  f"<b>{verdict}</b><br>"
@@ -373,27 +394,27 @@ class RoundBarsView(QWidget):
         rows = top_candidates(e.dist_top, e.token_id)
         marked = next((i for i, r in enumerate(rows) if r[0] == e.token_id), -1)
         if e.kind == "resampled":
-            color = RESIDUAL_COLOR
+            color = self.theme.residual
             detail = f"from norm(max(0, p − q))<br>residual {fmt_prob(e.prob)} · p {fmt_prob(e.p)}"
         elif e.kind == "bonus":
-            color = BONUS_COLOR
+            color = self.theme.bonus
             detail = f"all K kept: one more from p<br>p {fmt_prob(e.p)}"
         else:
-            color = P_COLOR
+            color = self.theme.p
             detail = f"drawn from p<br>p {fmt_prob(e.p)}"
         fate = FATES[e.kind]
         title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
-                 f"<b><span style='color:{fate.foreground}'>{fate.label}</span></b><br>"
+                 f"<b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b><br>"
                  f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
                  f"{detail}</span>")
         labels = [token_label(r[1], LABEL_CHARS) for r in rows]
         panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
 
     @staticmethod
-    def _headline(rnd: Round, discarded: int, selected: bool) -> str:
+    def _headline(rnd: Round, discarded: int, selected: bool, muted: str = "#595959") -> str:
         which = "selected round" if selected else "round"
         # The K policy's reason for this round's K (adaptive policies), e.g. "α̂ 0.62 … → K 3".
-        why = f" <span style='color:#595959'>[{escape(rnd.policy_reason)}]</span>" \
+        why = f" <span style='color:{muted}'>[{escape(rnd.policy_reason)}]</span>" \
             if rnd.policy_reason else ""
         if rnd.k == 0:
             return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token." \

@@ -31,6 +31,7 @@ from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
 from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
+from .themes import LIGHT, Theme, apply_palette
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
@@ -44,11 +45,12 @@ STOP_REASONS = {
 }
 
 
-def legend_html() -> str:
+def legend_html(theme: Theme = LIGHT) -> str:
     """The legend: each fate drawn exactly as in the stream (colour and decoration)."""
     parts = []
     for kind in STREAM_KINDS:
         f = FATES[kind]
+        foreground, background = theme.fates[kind]
         deco = []
         if f.strike:
             deco.append("line-through")
@@ -56,7 +58,7 @@ def legend_html() -> str:
             deco.append("underline")
         if f.overline:
             deco.append("overline")
-        style = (f"color:{f.foreground}; background:{f.background}; "
+        style = (f"color:{foreground}; background:{background}; "
                  f"font-weight:{'900' if f.bold else '700'}; "
                  f"{'font-style:italic;' if f.italic else ''}"
                  f"text-decoration:{' '.join(deco) or 'none'}")
@@ -64,8 +66,8 @@ def legend_html() -> str:
         parts.append(f"<span style='{style}'>&nbsp;{label}&nbsp;</span>")
     # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
     return (" &nbsp;".join(parts)
-            + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
-              "<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:#333'>"
+            + f" &nbsp; <span style='color:{theme.text}'><b>p</b>&nbsp;=&nbsp;target, "
+              f"<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:{theme.text}'>"
               "dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
 
 INEXACT_WARNING = ("Lenience B = {b:g} < 1: drafts are kept more often than p allows, so this "
@@ -95,8 +97,12 @@ class RunView(QWidget):
         self.banner = QLabel()
         self.banner.setWordWrap(True)
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setStyleSheet("QLabel { background: #FBE3D3; color: #5A1E00; "
-                                  "border: 3px solid #D55E00; padding: 8px; font-size: 15pt; }")
+        self.theme = LIGHT  # set_theme
+        self.banner.setStyleSheet(self._banner_css(LIGHT))
+        # Sizes as fonts, not in the style sheet: zoom (gui/zoom.py) scales widget fonts.
+        banner_font = QFont(ui_font)
+        banner_font.setPointSize(15)
+        self.banner.setFont(banner_font)
         self.banner_close = QToolButton()
         self.banner_close.setText("✕")
         self.banner_close.setToolTip("Dismiss")
@@ -109,9 +115,11 @@ class RunView(QWidget):
         # Lenience < 1 changes what the run means: said in the view, in words, all run long.
         self.inexact = QLabel()
         self.inexact.setWordWrap(True)
-        self.inexact.setStyleSheet("QLabel { background: #FFF0A0; color: #3D2C00; "
-                                   "border: 3px dashed #A03F00; padding: 6px; "
-                                   "font-size: 14pt; font-weight: bold; }")
+        self.inexact.setStyleSheet(self._inexact_css(LIGHT))
+        inexact_font = QFont(banner_font)
+        inexact_font.setPointSize(14)
+        inexact_font.setBold(True)
+        self.inexact.setFont(inexact_font)
         self.inexact.hide()
 
         self.legend = QLabel(legend_html())
@@ -176,6 +184,32 @@ class RunView(QWidget):
         self.timer.setInterval(frame_ms)
         self.timer.timeout.connect(self._on_timeout)
         self.timer.start()
+
+    @staticmethod
+    def _banner_css(theme: Theme) -> str:
+        fg, bg, border = theme.error
+        return (f"QLabel {{ background: {bg}; color: {fg}; border: 3px solid {border}; "
+                "padding: 8px; }")
+
+    @staticmethod
+    def _inexact_css(theme: Theme) -> str:
+        fg, bg, border = theme.warning
+        return (f"QLabel {{ background: {bg}; color: {fg}; border: 3px dashed {border}; "
+                "padding: 6px; }")
+
+    def set_theme(self, theme: Theme) -> None:
+        """Every view of the run in ``theme`` (gui/themes.py): palette, text, plots, banners."""
+        self.theme = theme
+        apply_palette(self, theme)
+        self.legend.setText(legend_html(theme))
+        self.banner.setStyleSheet(self._banner_css(theme))
+        self.inexact.setStyleSheet(self._inexact_css(theme))
+        self.stream.set_theme(theme)
+        self.acceptance.set_theme(theme)
+        self.speed.set_theme(theme)
+        self.bars.set_theme(theme)
+        if self.stager.active:
+            self.stager.draw()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)

@@ -20,6 +20,7 @@ from .style import (
     VERMILLION,
     configure_plots,
 )
+from .themes import LIGHT, Theme, style_plot
 
 configure_plots()
 
@@ -58,19 +59,23 @@ def integer_ticks(top: float, most: int = 4, first: int = 0,
     return [(v, str(v)) for v in range(first, last + 1, step)]
 
 
+def rate_title(theme: Theme) -> str:
+    return (f"Kept ÷ drafted: <span style='color:{theme.line}'>━ total</span>"
+            f" <span style='color:{theme.points}'>● per round</span>")
+
+
 class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     """Acceptance per round and cumulative; accepted-per-round histogram; by draft position."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.theme = LIGHT  # set_theme
         self.setBackground("w")
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
         # Titles say what the axes are: axis captions would take rows the plots need.
-        _style_plot(self.rate_plot, font,
-                    f"Kept ÷ drafted: <span style='color:{BLUE}'>━ total</span>"
-                    f" <span style='color:{SKY_BLUE}'>● per round</span>")
+        _style_plot(self.rate_plot, font, rate_title(LIGHT))
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
             [], [], pen=None, symbol="o", symbolSize=7, symbolBrush=SKY_BLUE,
@@ -153,13 +158,37 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._bottom_heights = {plot: plot.getAxis("bottom").fixedHeight
                                 for plot in self._titles}
 
+    def set_theme(self, theme: Theme) -> None:
+        """Background, axes, titles, guide lines, bars, lines and symbols in ``theme``."""
+        self.theme = theme
+        self.setBackground(theme.plot_bg)
+        self._titles[self.rate_plot] = rate_title(theme)
+        for plot in self._titles:
+            style_plot(plot, theme)
+            for item in plot.items:
+                if isinstance(item, pg.InfiniteLine) and item is not self.selected_line:
+                    item.setPen(pg.mkPen(theme.plot_grid))
+        self.set_scale(self.scale)  # the titles again, in the theme's ink
+        self.round_points.setSymbolBrush(theme.points)
+        self.cumulative_line.setPen(pg.mkPen(theme.line, width=4))
+        self.selected_line.setPen(pg.mkPen(theme.mark, width=2, style=Qt.PenStyle.DashLine))
+        self.hist_bars.setOpts(brush=theme.line)
+        self.hist_expected.setSymbolBrush(theme.expected)
+        self.hist_expected.setSymbolPen(pg.mkPen(theme.plot_text))
+        self.pos_bars.setOpts(brush=theme.points, pen=pg.mkPen(theme.line, width=1))
+        self.k_line.setPen(pg.mkPen(theme.line, width=3))
+        self.k_line.setSymbolBrush(theme.line)
+        self.drafter_bars.setOpts(pen=pg.mkPen(theme.plot_text, width=1))
+        self._drafters = None  # the drafter bars' colours at the next update
+
     def set_scale(self, scale: float) -> None:
         """Zoom: titles, tick fonts, axis widths and the minimum size follow ``scale``."""
         self.scale = scale
         tick = QFont(self._tick_font)
         tick.setPointSizeF(self._tick_font.pointSizeF() * scale)
         for plot, title in self._titles.items():
-            plot.setTitle(title, size=f"{PLOT_POINT_SIZE * scale:g}pt")
+            plot.setTitle(title, size=f"{PLOT_POINT_SIZE * scale:g}pt",
+                          color=self.theme.plot_text)
             for name in ("left", "bottom"):
                 plot.getAxis(name).setStyle(tickFont=tick)
             plot.getAxis("left").setWidth(round(34 * scale))
@@ -245,7 +274,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         names = tuple(split)
         self.drafter_bars.setOpts(
             x=list(range(len(names))), height=[a for a, _ in split.values()],
-            brushes=[DRAFTER_COLORS.get(name, GREY) for name in names])
+            brushes=[self.drafter_color(name) for name in names])
         if names != self._drafters:
             self._drafters = names
             self.drafter_plot.getAxis("bottom").setTicks(
@@ -256,6 +285,11 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             "α = kept ÷ tested, for the drafts each drafter proposed: " + ", ".join(
                 f"{name} {alpha:.2f} (n = {tested} tested)"
                 for name, (alpha, tested) in split.items()))
+
+    def drafter_color(self, name: str) -> str:
+        if self.theme is LIGHT:
+            return DRAFTER_COLORS.get(name, GREY)
+        return {"model": self.theme.q, "lookup": self.theme.lookup}.get(name, self.theme.muted)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
@@ -339,6 +373,11 @@ class SpeedView(QWidget):
         self.formula.setWordWrap(True)
         self.columns = 0
         self._arrange(6)
+
+    def set_theme(self, theme: Theme) -> None:
+        """Captions and the formula in the theme's muted ink (numbers: the palette's)."""
+        for label in (*self.names.values(), self.formula):
+            label.setStyleSheet(f"color: {theme.muted}")
 
     def _arrange(self, columns: int) -> None:
         """Put the numbers in ``columns`` columns (each number above its caption)."""

@@ -13,6 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QWidget
 
 from .style import (
     BLUE,
@@ -128,6 +132,45 @@ HIGH_CONTRAST = Theme(
 
 THEMES: dict[str, Theme] = {t.key: t for t in (LIGHT, DARK, HIGH_CONTRAST)}
 SETTINGS_KEY = "view/theme"
+
+
+def palette(theme: Theme) -> QPalette:
+    """A Qt palette in the theme's colours (light: an empty one, so the platform's shows)."""
+    pal = QPalette()
+    if theme.key == LIGHT.key:
+        return pal
+    role, group = QPalette.ColorRole, QPalette.ColorGroup
+    raised = QColor(theme.window).lighter(135 if theme.key == "dark" else 100)
+    for r, c in ((role.Window, theme.window), (role.WindowText, theme.text),
+                 (role.Base, theme.base), (role.AlternateBase, theme.window),
+                 (role.Text, theme.text), (role.Button, raised.name()),
+                 (role.ButtonText, theme.text), (role.BrightText, theme.text),
+                 (role.ToolTipBase, theme.base), (role.ToolTipText, theme.text),
+                 (role.PlaceholderText, theme.muted), (role.Highlight, theme.line),
+                 (role.HighlightedText, theme.base), (role.Link, theme.line),
+                 (role.Light, theme.muted), (role.Midlight, theme.muted),
+                 (role.Mid, theme.plot_grid), (role.Dark, theme.plot_grid),
+                 (role.Shadow, "#000000")):
+        pal.setColor(r, QColor(c))
+    for r in (role.WindowText, role.Text, role.ButtonText):
+        pal.setColor(group.Disabled, r, QColor(theme.muted))
+    return pal
+
+
+def apply_palette(widget: QWidget, theme: Theme) -> None:
+    """The theme's palette on ``widget`` and (by Qt's propagation) its children."""
+    widget.setPalette(palette(theme))
+    widget.setAutoFillBackground(theme.key != LIGHT.key or widget.autoFillBackground())
+
+
+def style_plot(plot: Any, theme: Theme) -> None:
+    """A pyqtgraph PlotItem's axes (lines, ticks, tick labels) in the theme's ink."""
+    import pyqtgraph as pg
+
+    for name in ("left", "bottom", "right", "top"):
+        axis = plot.getAxis(name)
+        axis.setPen(pg.mkPen(theme.plot_axis))
+        axis.setTextPen(pg.mkPen(theme.plot_text))
 
 
 def theme_named(key: object) -> Theme:
@@ -257,3 +300,65 @@ def distinguishability_problems(theme: Theme, minimum: float = MIN_DISTANCE) -> 
 __all__ = ["DARK", "HIGH_CONTRAST", "LIGHT", "SETTINGS_KEY", "THEMES", "Theme",
            "contrast_problems", "contrast_ratio", "distance", "distinguishability_problems",
            "luminance", "seen_as", "theme_named"]
+
+
+# -- the window's View → Theme menu ----------------------------------------------------------
+
+CYCLE_KEY = "Ctrl+Shift+T"  # next theme: works in presentation mode, where menus are hidden
+
+
+def apply_theme(window: Any, theme: Theme) -> None:
+    """``theme`` on a MainWindow: its palette (controls, menus), the run view, the race."""
+    window.theme = theme
+    apply_palette(window, theme)
+    window.run_view.set_theme(theme)
+    race = getattr(window, "race_window", None)
+    if race is not None:
+        apply_palette(race, theme)
+        race.view.set_theme(theme)
+    actions = getattr(window, "theme_actions", {})
+    if theme.key in actions:
+        actions[theme.key].setChecked(True)
+
+
+def install_themes(window: Any) -> dict[str, Any]:
+    """View → Theme (Light / Dark / High contrast) on a MainWindow, remembered in its
+    QSettings, and Ctrl+Shift+T for the next one (the menu bar is hidden while presenting)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+
+    menus = {m.title().replace("&", ""): m for m in
+             (a.menu() for a in window.menuBar().actions()) if m is not None}
+    view_menu = menus.get("View") or window.menuBar().addMenu("&View")
+    menu = view_menu.addMenu("&Theme")
+    group = QActionGroup(window)
+    group.setExclusive(True)
+    window.theme_actions = actions = {}
+
+    def choose(theme: Theme) -> None:
+        apply_theme(window, theme)
+        window.store.setValue(SETTINGS_KEY, theme.key)
+
+    for theme in THEMES.values():
+        action = QAction(theme.label, window)
+        action.setCheckable(True)
+        action.triggered.connect(lambda _=False, t=theme: choose(t))
+        group.addAction(action)
+        menu.addAction(action)
+        actions[theme.key] = action
+    keys = list(THEMES)
+    cycle = QAction("Next theme", window)
+    cycle.setShortcut(QKeySequence(CYCLE_KEY))
+    cycle.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    cycle.triggered.connect(lambda: choose(THEMES[keys[(keys.index(
+        getattr(window, "theme", LIGHT).key) + 1) % len(keys)]]))
+    menu.addSeparator()
+    menu.addAction(cycle)
+    window.addAction(cycle)  # a shortcut of the window: menus hidden, it still works
+    actions["next"] = cycle
+    saved = theme_named(window.store.value(SETTINGS_KEY, LIGHT.key))
+    actions[saved.key].setChecked(True)
+    window.theme = LIGHT
+    if saved is not LIGHT:
+        apply_theme(window, saved)
+    return actions
