@@ -383,9 +383,11 @@ class MainWindow(QMainWindow):
             self._zoom_before = self.zoom.factor
             self.zoom.set_factor(max(self.zoom.factor, presentation_factor(self)))
             self.presentation.enter()
+            self.run_view.set_presenting(True)  # every bar panel in view, nothing cut
             self.run_view.setFocus()  # clicker keys reach the window, not the prompt
         else:
             self.presentation.leave()
+            self.run_view.set_presenting(False)
             self.zoom.set_factor(getattr(self, "_zoom_before", 1.0))
             for splitter, state in zip(self.run_view.splitters,
                                        getattr(self, "_splits_before", []), strict=False):

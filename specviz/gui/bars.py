@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from html import escape
 
@@ -35,6 +36,11 @@ AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick
 PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; the title fits
 PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
+# Presentation mode (fit): every panel in view, none scrolled to. Fewer candidates per panel
+# and narrower panels, so K = 8 (nine panels) fits two rows under the text at 1920 × 1080.
+FIT_N_SHOW = 4
+FIT_WIDTH = 0.75  # of PANEL_MIN_WIDTH: the label axis keeps its width, the bars give way
+FIT_TITLE_CHARS = 7  # the token in a title, presenting: two short lines, not three
 BAR = 0.4  # bar thickness; p above q within a candidate's row
 # Where the probability axis may end: a few fixed ends, so a new top probability each round
 # seldom moves the axis (a range change re-lays out and repaints the plot's axes).
@@ -103,6 +109,7 @@ class BarPanel:
 
     def __init__(self, font: QFont, scale: float = 1.0) -> None:
         self.scale = scale  # zoom (gui/zoom.py): fonts, axis width and title size follow it
+        self.title_lines = 3  # two in presentation mode (RoundBarsView.set_fit)
         self.plot = pg.PlotItem()
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -160,7 +167,7 @@ class BarPanel:
         self.plot.getAxis("left").setStyle(tickFont=big)
         self.plot.getAxis("left").setWidth(round(AXIS_WIDTH * scale))
         self.plot.getAxis("bottom").setStyle(tickFont=small)
-        self.title_height = 3 * QFontMetricsF(big).lineSpacing() * 1.25 + 8
+        self.title_height = self.title_lines * QFontMetricsF(big).lineSpacing() * 1.25 + 8
         self.metrics = QFontMetricsF(big)
 
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
@@ -265,6 +272,58 @@ class RoundBarsView(QWidget):
         self._widths: int | None = None  # the lone panel's maximum width now applied
         self.round: Round | None = None
         self._selected = False
+        self.fit = False  # presentation mode: set_fit
+        self.n_show = N_SHOW
+
+    def set_fit(self, fit: bool) -> None:
+        """Presentation mode: all panels in view (fewer candidates, narrower, even rows)."""
+        if fit == self.fit:
+            return
+        self.fit = fit
+        self.n_show = FIT_N_SHOW if fit else N_SHOW
+        for panel in self.panels:
+            panel.title_lines = 2 if fit else 3
+            panel.set_font(self._font, self.scale)
+        self._place(len(self._placed), force=True, shown=self._shown)
+        self.show_round(self.round, self._selected)
+
+    def panel_height(self) -> int:
+        """The height one row of panels needs at this zoom."""
+        if not self.fit:
+            return round(PANEL_MIN_HEIGHT * self.scale)
+        panel = self._panel(0)
+        line = panel.metrics.lineSpacing()
+        # The title, a row per candidate (labels must not touch), the probability axis.
+        return math.ceil(panel.title_height + self.n_show * line * 1.15 + 1.9 * line)
+
+    def fit_rows(self, height: int) -> None:
+        """Presenting: four candidates per panel, or three where the rows of panels would not
+        fit ``height`` px with four (K = 8 at 1920 × 1080); the round drawn again if changed."""
+        if not self.fit:
+            return
+        count = len(self._placed)
+        rows = -(-count // self.columns(count)) if count else 1
+        n = FIT_N_SHOW if rows * self._with(FIT_N_SHOW) <= height else FIT_N_SHOW - 1
+        if n != self.n_show:
+            self.n_show = n
+            self.show_round(self.round, self._selected)
+
+    def _with(self, n: int) -> int:
+        """panel_height with ``n`` candidates."""
+        old, self.n_show = self.n_show, n
+        try:
+            return self.panel_height()
+        finally:
+            self.n_show = old
+
+    def wanted_height(self) -> int:
+        """Header, key and every row of panels: what the view needs to show all of them."""
+        layout = self.layout()
+        m = layout.contentsMargins()
+        width = self.width() - m.left() - m.right()
+        header = self.header.heightForWidth(width) if self.header.isVisibleTo(self) else 0
+        return (m.top() + m.bottom() + 2 * layout.spacing() + header
+                + self.key.heightForWidth(width) + self.graphics.minimumHeight() + 2)
 
     @staticmethod
     def key_html(theme: Theme) -> str:
@@ -296,6 +355,9 @@ class RoundBarsView(QWidget):
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
             self.panels.append(BarPanel(self._font, self.scale))
+            if self.fit:
+                self.panels[-1].title_lines = 2
+                self.panels[-1].set_font(self._font, self.scale)
             if self.theme is not LIGHT:
                 self.panels[-1].set_theme(self.theme)
         return self.panels[i]
@@ -306,7 +368,11 @@ class RoundBarsView(QWidget):
     def columns(self, count: int) -> int:
         """As many columns as fit the width; more panels wrap to further rows."""
         width = self.scroll.viewport().width() - self.scroll.verticalScrollBar().sizeHint().width()
-        fit = max(1, int(width) // round(PANEL_MIN_WIDTH * self.scale))
+        least = PANEL_MIN_WIDTH * self.scale * (FIT_WIDTH if self.fit else 1.0)
+        fit = max(1, int(width) // round(least))
+        if self.fit and count:  # rows as even as they go: 9 panels in 5 + 4, not 6 + 3
+            rows = -(-count // fit)
+            return max(1, -(-count // rows))
         return max(1, min(count, fit))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
@@ -325,7 +391,7 @@ class RoundBarsView(QWidget):
             self._panel(count - 1)  # make sure every panel exists before sizing them
         rows = -(-count // cols)
         # none yet: nothing to scroll
-        self.graphics.setMinimumHeight(round(rows * PANEL_MIN_HEIGHT * self.scale))
+        self.graphics.setMinimumHeight(rows * self.panel_height() if count else 0)
         # A lone panel (a baseline round) gets a third of the width, not all of it.
         lone = max(round(PANEL_MIN_WIDTH * self.scale), self.scroll.viewport().width() // 3)
         widths = lone if count == 1 else None  # None: Qt's default, no maximum
@@ -377,21 +443,30 @@ class RoundBarsView(QWidget):
         self.updateGeometry()  # a headline on two lines needs a taller minimum
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
-        cands = candidates(d)
+        cands = candidates(d, self.n_show)
         marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
         verdict = (f"<span style='color:{self.theme.ink('accepted')}'>✓ accepted</span>"
                    if d.status == "accepted" else
                    f"<span style='color:{self.theme.ink('rejected')}'>✗ rejected</span>")
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
-        title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
-                 f"<b>{verdict}</b><br>"
-                 f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
-                 f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}</span>")
+        if self.fit:  # two lines: the verdict, and the test that decided it
+            ok = d.status == "accepted"
+            sign = f"<span style='color:{self.theme.ink('accepted' if ok else 'rejected')}'>" \
+                   f"{'✓' if ok else '✗'}</span>"
+            r = f"{d.r:.2f}" if d.r is not None else "—"
+            title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, FIT_TITLE_CHARS))}”"
+                     f" <b>{sign}</b><br>{small}r {r} {'&lt;' if ok else '≥'} min(1,p/q) "
+                     f"{d.ratio:.2f}</span>")
+        else:
+            title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
+                     f"<b>{verdict}</b><br>"
+                     f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
+                     f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}</span>")
         panel.show([token_label(c.text, LABEL_CHARS) for c in cands], [c.p or 0.0 for c in cands],
                    [c.q or 0.0 for c in cands], marked, title)
 
     def _show_extra(self, panel: BarPanel, e: ExtraToken, position: int) -> None:
-        rows = top_candidates(e.dist_top, e.token_id)
+        rows = top_candidates(e.dist_top, e.token_id, self.n_show)
         marked = next((i for i, r in enumerate(rows) if r[0] == e.token_id), -1)
         if e.kind == "resampled":
             color = self.theme.residual
@@ -403,6 +478,16 @@ class RoundBarsView(QWidget):
             color = self.theme.p
             detail = f"drawn from p<br>p {fmt_prob(e.p)}"
         fate = FATES[e.kind]
+        if self.fit:  # two lines: the token and its fate, where it was drawn from
+            detail = detail.split("<br>")[0].replace("all K kept: one more from p",
+                                                     "all K kept: from p")
+            title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, FIT_TITLE_CHARS))}”"
+                     f" <b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b>"
+                     f"<br><span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
+                     f"{detail}</span>")
+            panel.show([token_label(r[1], LABEL_CHARS) for r in rows], [r[2] for r in rows],
+                       None, marked, title, p_color=color)
+            return
         title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
                  f"<b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b><br>"
                  f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"

@@ -11,7 +11,7 @@ from collections import deque
 from html import escape
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QShowEvent
+from PySide6.QtGui import QFont, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -45,7 +45,7 @@ STOP_REASONS = {
 }
 
 
-def legend_html(theme: Theme = LIGHT) -> str:
+def legend_html(theme: Theme = LIGHT, notes: bool = True) -> str:
     """The legend: each fate drawn exactly as in the stream (colour and decoration)."""
     parts = []
     for kind in STREAM_KINDS:
@@ -65,6 +65,8 @@ def legend_html(theme: Theme = LIGHT) -> str:
         label = f.label.replace(" ", "&nbsp;")  # a fate never breaks across lines
         parts.append(f"<span style='{style}'>&nbsp;{label}&nbsp;</span>")
     # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
+    if not notes:  # presentation: one line (the bars' key says p and q)
+        return " &nbsp;".join(parts)
     return (" &nbsp;".join(parts)
             + f" &nbsp; <span style='color:{theme.text}'><b>p</b>&nbsp;=&nbsp;target, "
               f"<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:{theme.text}'>"
@@ -201,7 +203,7 @@ class RunView(QWidget):
         """Every view of the run in ``theme`` (gui/themes.py): palette, text, plots, banners."""
         self.theme = theme
         apply_palette(self, theme)
-        self.legend.setText(legend_html(theme))
+        self.legend.setText(legend_html(theme, notes=not getattr(self, "presenting", False)))
         self.banner.setStyleSheet(self._banner_css(theme))
         self.inexact.setStyleSheet(self._inexact_css(theme))
         self.stream.set_theme(theme)
@@ -210,6 +212,43 @@ class RunView(QWidget):
         self.bars.set_theme(theme)
         if self.stager.active:
             self.stager.draw()
+
+    def set_presenting(self, on: bool) -> None:
+        """Presentation mode: the bars fit without scrolling, the formula goes to tooltips,
+        and the splitters give each pane what it needs (fit_panes)."""
+        self.presenting = on
+        self.legend.setText(legend_html(self.theme, notes=not on))
+        self.bars.set_fit(on)
+        self.speed.set_compact(on)
+        self.acceptance.set_compact(on)
+        self.fit_panes()
+
+    def fit_panes(self) -> None:
+        """Presenting: the acceptance plots their minimum width and the text the rest; the
+        bars all the height their rows need and the text and plots the rest."""
+        if not getattr(self, "presenting", False):
+            return  # the user's proportions (and a state being restored) stay as they are
+        top, main = self.splitters
+        total = sum(top.sizes())
+        least = self.acceptance.minimumSizeHint().width()
+        if total:  # the text gets all the width the plots can spare (it is what is read)
+            top.setSizes([total - least, least])
+        total = sum(main.sizes())
+        bars = self.bars
+        if total:
+            bars.fit_rows(total - top.minimumSizeHint().height()
+                          - (bars.wanted_height() - bars.graphics.minimumHeight()))
+        lower = self.bars.wanted_height() + self.stage_panel.sizeHint().height() \
+            * self.stage_panel.isVisibleTo(self)
+        upper = max(top.minimumSizeHint().height(), total - lower)
+        if total:
+            main.setSizes([upper, total - upper])
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if getattr(self, "presenting", False):
+            # After the splitters have their new sizes (they follow this event).
+            QTimer.singleShot(0, self.fit_panes)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
@@ -363,6 +402,11 @@ class RunView(QWidget):
         self.speed.update_from(rec.speed(baseline, step), rec.speculative)
         self.info.setText(self.info_text())
         self._show_exactness()
+        if getattr(self, "presenting", False) and \
+                self.bars.wanted_height() != getattr(self, "_fitted", None):
+            self.fit_panes()  # K changed (rows of panels), or the headline's lines
+            self._fitted = self.bars.wanted_height()
+            QTimer.singleShot(0, self.fit_panes)  # again once the new text is laid out
 
     def _show_exactness(self) -> None:
         rec = self.record

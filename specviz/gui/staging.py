@@ -221,7 +221,7 @@ class Stager:
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * scale:g}pt'>"
         for i, d in enumerate(shown):
             panel = bars.panels[i]
-            cands = candidates(d)
+            cands = candidates(d, bars.n_show)
             marked = next(j for j, c in enumerate(cands) if c.token_id == d.token_id)
             label = escape(token_label(d.text, LABEL_CHARS))
             grey = discard and d.status == "discarded"
@@ -239,6 +239,9 @@ class Stager:
                 f"q {fmt_prob(d.q)}"
             title = (f"<b>x{sub(i + 1)}</b> “{label}” <b>{verdict}</b><br>"
                      f"{small}{figures}<br>{detail}</span>")
+            if bars.fit:  # presentation: two lines (the panels' title room)
+                title = (f"<b>x{sub(i + 1)}</b> “{escape(token_label(d.text, 8))}” "
+                         f"<b>{verdict}</b><br>{small}{detail or figures}</span>")
             ps = [(c.p or 0.0) if scored else 0.0 for c in cands]
             panel.show([token_label(c.text, LABEL_CHARS) for c in cands], ps,
                        [c.q or 0.0 for c in cands], marked, title,
@@ -246,7 +249,7 @@ class Stager:
             panel.q_bars.setOpts(brush=greyed if grey else t.q)
         if dist and rnd.extra is not None:
             e = rnd.extra
-            rows = top_candidates(e.dist_top, e.token_id)
+            rows = top_candidates(e.dist_top, e.token_id, bars.n_show)
             marked = next((j for j, r in enumerate(rows) if r[0] == e.token_id), -1) \
                 if drawn else -1
             color = t.residual if e.kind == "resampled" else t.bonus

@@ -148,7 +148,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._set_k(0)
         self._set_rounds(0)
         self._set_count_axis(0)
-        self._update_drafting(RunRecord())  # whole-number axes before the first run
+        self._count_top: float = 0
+        self._record = RunRecord()
+        self._update_drafting(self._record)  # whole-number axes before the first run
         # The drafter names have descenders ("q", "lookup") that digits lack: a taller axis,
         # and the same under the bars beside it so the three zero lines stay level.
         for plot in (self.hist_plot, self.pos_plot, self.drafter_plot):
@@ -189,6 +191,10 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         for plot, title in self._titles.items():
             plot.setTitle(title, size=f"{PLOT_POINT_SIZE * scale:g}pt",
                           color=self.theme.plot_text)
+            # setTitle fixes the title row at 30 px: zoomed, the text is taller than that.
+            height = max(30, math.ceil(plot.titleLabel.item.boundingRect().height()))
+            plot.titleLabel.setMaximumHeight(height)
+            plot.layout.setRowFixedHeight(0, height)
             for name in ("left", "bottom"):
                 plot.getAxis(name).setStyle(tickFont=tick)
             plot.getAxis("left").setWidth(round(34 * scale))
@@ -196,8 +202,27 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             if base is not None:  # a fixed height (room for descenders): scaled with the text
                 plot.getAxis("bottom").setHeight(round(base * scale))
         # Height grows less than the text: on a projector the round's bars need the room.
+        # Presenting (compact), no taller than at 1×: the round's panels need all rows in view.
+        grow = 1.0 if getattr(self, "compact", False) else min(scale, 1.2)
         self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
-                            round(ACCEPTANCE_MIN_HEIGHT * min(scale, 1.2)))
+                            round(ACCEPTANCE_MIN_HEIGHT * grow))
+        self.ci.layout.invalidate()
+        self.updateGeometry()  # a splitter holding it learns the new minimum now
+
+    def set_compact(self, on: bool) -> None:
+        """Presentation mode: the plots' minimum height stays at 1× (set_scale), so the y axes
+        keep their two ends only (three labels of projector type would touch)."""
+        self.compact = on
+        shares = [(0, "0"), (1, "1")] if on else [(0, "0"), (0.5, ".5"), (1, "1")]
+        for plot in (self.rate_plot, self.pos_plot, self.drafter_plot):
+            plot.getAxis("left").setTicks([shares, []])
+        self._top = self._k_top = -1  # the count axes again, with or without their middles
+        self._set_count_axis(self._count_top)
+        self._update_drafting(self._record)
+        self.set_scale(self.scale)
+
+    def _ends(self, ticks: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        return [ticks[0], ticks[-1]] if getattr(self, "compact", False) else ticks
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
@@ -225,7 +250,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             [integer_ticks(shown, most=8, first=1, cover=False), []])
 
     def _set_count_axis(self, top: float) -> None:
-        ticks = integer_ticks(top, most=3)
+        ticks = self._ends(integer_ticks(top, most=3))
         last = ticks[-1][0]
         if last == self._top:
             return
@@ -253,7 +278,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.pos_bars.setOpts(x=list(range(1, len(by_pos) + 1)), height=by_pos)
         started = record.started
         self._set_k(max(k, started.settings.k if started is not None else 0))
-        self._set_count_axis(max([*hist, *expected, 1]))
+        self._count_top = max([*hist, *expected, 1])
+        self._set_count_axis(self._count_top)
+        self._record = record
         self._update_drafting(record)
 
     def _update_drafting(self, record: RunRecord) -> None:
@@ -267,7 +294,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         top = max([*ks, record.k, 1])
         if top != self._k_top:
             self._k_top = top
-            ticks = integer_ticks(top, most=3)
+            ticks = self._ends(integer_ticks(top, most=3))
             self.k_plot.getAxis("left").setTicks([ticks, []])
             self.k_plot.setYRange(0, ticks[-1][0] * 1.08, padding=0)
         split = record.alpha_by_drafter() if record.speculative else {}
@@ -379,6 +406,11 @@ class SpeedView(QWidget):
         for label in (*self.names.values(), self.formula):
             label.setStyleSheet(f"color: {theme.muted}")
 
+    def set_compact(self, on: bool) -> None:
+        """Presentation mode: the formula line goes (it stays in the numbers' tooltips)."""
+        self.compact = on
+        self.formula.setVisible(self.columns == 6 and not on)
+
     def _arrange(self, columns: int) -> None:
         """Put the numbers in ``columns`` columns (each number above its caption)."""
         if columns == self.columns:
@@ -394,7 +426,7 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
         # Narrow: the numbers take two rows, and the formula stays in the tooltips.
-        self.formula.setVisible(columns == 6)
+        self.formula.setVisible(columns == 6 and not getattr(self, "compact", False))
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())

@@ -312,3 +312,97 @@ def test_demo_prompts_menu(window: MainWindow) -> None:
     assert PARAGRAPH in window.prompt.toPlainText()
     menus = [a.text() for a in window.menuBar().actions()]
     assert "&Demo prompts" in menus
+
+
+# -- presentation mode at 1920 × 1080: nothing cut, every panel in view ---------------------
+
+SCREEN = (1920, 1080)
+
+
+def presentation_problems(window: MainWindow) -> list[str]:
+    """What the layout checks miss in presentation mode: panels scrolled out of view, type
+    too small for the back row (tokens < 40 px, labels < 24 px)."""
+    from PySide6.QtWidgets import QLabel
+
+    view = window.run_view
+    problems = []
+    bars = view.bars
+    if bars.graphics.minimumHeight() > bars.scroll.viewport().height() + 1 \
+            or bars.scroll.verticalScrollBar().isVisible():
+        problems.append(f"bar panels: {bars.graphics.minimumHeight()} px of rows in a "
+                        f"{bars.scroll.viewport().height()} px view (rows scrolled out)")
+    ppt = px_per_pt(view)
+    token = next(s for s in view.stream.spans if s.kind == "accepted")
+    if view.stream.format_at(token.start).fontPointSize() * ppt < 40:
+        problems.append("token text under 40 px")
+    for label in view.findChildren(QLabel):
+        if label.isVisible() and label.text() and label.font().pointSizeF() * ppt < 24 - 0.5:
+            problems.append(f"label {label.text()[:30]!r} under 24 px")
+    for panel in bars.visible_panels():
+        if panel.plot.getAxis("left").style["tickFont"].pointSizeF() * ppt < 24 - 0.5:
+            problems.append("bar labels under 24 px")
+    return problems
+
+
+@pytest.fixture
+def presenting(qtbot, settings_store, monkeypatch):
+    """A window in presentation mode on a 1920 × 1080 screen, fed ``k_events(k)``."""
+    from tests.gui.layout_check import window_problems
+    from tests.gui.test_layout import k_events
+
+    made = []
+
+    def make(k: int) -> tuple[MainWindow, list[str]]:
+        w = MainWindow(loader=None, settings=settings_store, autoload=False)
+        qtbot.addWidget(w)
+        made.append(w)
+        w.showNormal()
+        w.resize(1366, 768)
+        w.run_view.timer.stop()
+        # The offscreen screen is 800 × 800: "full screen" here is a 1920 × 1080 projector.
+        monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*SCREEN)))
+        w.present_action.setChecked(True)
+        for e in k_events(k):
+            w.run_view.apply(e)
+        for _ in range(4):
+            w.run_view.flush(now=0.0)
+            QApplication.processEvents()
+        assert w.size().toTuple() == SCREEN
+        return w, window_problems(w, SCREEN) + presentation_problems(w)
+
+    yield make
+    for w in made:
+        w.close()
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_presentation_at_1920x1080_shows_everything(presenting, k: int) -> None:
+    window, problems = presenting(k)
+    assert not problems, "\n".join(problems)
+    assert len(window.run_view.bars.visible_panels()) == k + 1
+    window.present_action.setChecked(False)  # leaving: the normal panels again
+    assert window.run_view.bars.n_show == 6 and not window.run_view.bars.fit
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_presentation_without_fitting_is_caught(presenting, monkeypatch, k: int) -> None:
+    """The broken variant: presentation without set_presenting (the layout before this fix:
+    the acceptance plots' right column cut, the bars' lower rows scrolled out)."""
+    monkeypatch.setattr(RunView, "set_presenting", lambda self, on: None)
+    _, problems = presenting(k)
+    assert any("scrolled out" in p for p in problems), problems
+
+
+def test_old_acceptance_titles_are_caught(presenting) -> None:
+    """The broken variant: the acceptance plots' title rows at pyqtgraph's fixed 30 px (as
+    before this fix): zoomed titles 41 px tall were cut."""
+    from tests.gui.layout_check import window_problems
+
+    window, _ = presenting(4)
+    acc = window.run_view.acceptance
+    for plot in (acc.k_plot, acc.drafter_plot):
+        plot.titleLabel.setMaximumHeight(30)
+        plot.layout.setRowFixedHeight(0, 30)
+    QApplication.processEvents()
+    problems = window_problems(window, SCREEN)
+    assert any("K / round" in p and "title" in p for p in problems), problems
