@@ -13,6 +13,12 @@ Broken variants each test catches (tried by hand, see the report):
 - no createMimeDataFromSelection override (copy keeps " sat" and ↵): test_copy_gives_generated...
 - Stager.back not redrawing / phases not restored: test_staged_round_forward_then_back
 - presentation without Esc (leave action unbound / not unchecking F11): test_presentation_mode...
+- presentation without set_presenting (the 1920×1080 defect: the bars' lower rows scrolled
+  out): test_presentation_without_fitting_is_caught; the acceptance title rows at pyqtgraph's
+  fixed 30 px (zoomed titles cut): test_old_acceptance_titles_are_caught
+- the right-click menu on the viewport instead of the view (QAbstractScrollArea hands a
+  viewport's context-menu event to the view: no menu), or no menu installed:
+  test_right_click_exports (no menu shown)
 """
 
 from __future__ import annotations
@@ -406,3 +412,53 @@ def test_old_acceptance_titles_are_caught(presenting) -> None:
     QApplication.processEvents()
     problems = window_problems(window, SCREEN)
     assert any("K / round" in p and "title" in p for p in problems), problems
+
+
+# -- right-click export on the p/q panels and the acceptance plots ---------------------------
+
+@pytest.mark.parametrize("kind", ["pq-panel", "acceptance"])
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_right_click_exports(window: MainWindow, monkeypatch, tmp_path, kind: str,
+                             suffix: str) -> None:
+    import xml.etree.ElementTree as ET
+
+    from PySide6.QtGui import QContextMenuEvent, QImage
+    from PySide6.QtWidgets import QFileDialog, QMenu
+
+    from specviz.gui import stage
+
+    play(window.run_view, speculative_events())
+    window.show()
+    asked, shown = [], []
+    out = tmp_path / f"{kind}.{suffix}"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: (asked.append(a[1:]) or (str(out), "")))
+
+    def pick(menu: QMenu, where) -> None:  # the user picks the entry for this format
+        shown.append([a.text() for a in menu.actions()])
+        next(a for a in menu.actions() if suffix.upper() in a.text()).trigger()
+
+    monkeypatch.setattr(stage, "popup", pick)
+    target = window.plot_menu_targets[kind]
+    # A real right click: the context-menu event lands on the view's viewport.
+    QApplication.sendEvent(target.viewport(),
+                           QContextMenuEvent(QContextMenuEvent.Reason.Mouse, QPoint(40, 40)))
+    assert shown == [["Export as PNG…", "Export as SVG…"]]
+    assert asked and asked[0][1] == f"{kind}.{suffix}"
+    assert out.exists()
+    if suffix == "png":
+        image = QImage(str(out))
+        assert (image.width(), image.height()) == (1920, 1080)
+    else:
+        assert ET.parse(out).getroot().tag.endswith("svg")
+
+
+def test_right_click_cancelled_writes_nothing(window: MainWindow, monkeypatch, tmp_path) -> None:
+    from PySide6.QtWidgets import QFileDialog
+
+    from specviz.gui.stage import export_plot
+
+    play(window.run_view, speculative_events())
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: ("", ""))
+    assert export_plot(window, "pq-panel", "png") == ""
+    assert list(tmp_path.iterdir()) == []
