@@ -163,7 +163,8 @@ class BarPanel:
         big = QFont(font)
         big.setPointSizeF(font.pointSizeF() * scale)
         small = QFont(font)
-        small.setPointSizeF(font.pointSizeF() * 0.8 * scale)
+        # Presenting (two-line titles), the probability ticks at full size: ≥ 24 px.
+        small.setPointSizeF(font.pointSizeF() * (1.0 if self.title_lines == 2 else 0.8) * scale)
         self.plot.getAxis("left").setStyle(tickFont=big)
         self.plot.getAxis("left").setWidth(round(AXIS_WIDTH * scale))
         self.plot.getAxis("bottom").setStyle(tickFont=small)

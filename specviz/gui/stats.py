@@ -180,8 +180,8 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.pos_bars.setOpts(brush=theme.points, pen=pg.mkPen(theme.line, width=1))
         self.k_line.setPen(pg.mkPen(theme.line, width=3))
         self.k_line.setSymbolBrush(theme.line)
-        self.drafter_bars.setOpts(pen=pg.mkPen(theme.plot_text, width=1))
-        self._drafters = None  # the drafter bars' colours at the next update
+        self.drafter_bars.setOpts(pen=pg.mkPen(theme.plot_text, width=1),
+                                  brushes=[self.drafter_color(n) for n in self._drafters or ()])
 
     def set_scale(self, scale: float) -> None:
         """Zoom: titles, tick fonts, axis widths and the minimum size follow ``scale``."""
