@@ -141,11 +141,17 @@ class RacePane(QFrame):
         """Border, title, numbers, captions and the stream in ``theme``."""
         self.theme = theme
         kind = "accepted" if self.kind == "speculative" else "target"
+        # A style sheet on the pane: its text view takes its ground from the sheet, not the
+        # palette (it stayed white in the dark theme).
         self.setStyleSheet(f"#pane {{ border: 4px solid {theme.ink(kind)}; "
-                           "border-radius: 6px; }")
+                           f"border-radius: 6px; }} QTextEdit {{ background: {theme.base}; "
+                           f"color: {theme.text}; }}")
         self.title.setStyleSheet(f"color: {theme.ink(kind)}")
         for label in self.findChildren(QLabel):
-            if label is self.title or label is self.status:
+            if label is self.title:
+                continue
+            if label is self.status:
+                label.setStyleSheet(f"color: {theme.text}")
                 continue
             big = label.font().pointSize() > 20
             label.setStyleSheet(f"color: {theme.text if big else theme.muted}")

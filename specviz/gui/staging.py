@@ -25,7 +25,7 @@ from .style import (
     fmt_prob,
     token_label,
 )
-from .themes import LIGHT
+from .themes import LIGHT, contrast_ratio
 
 GREYED = "#C8C8C8"
 SUB = "₀₁₂₃₄₅₆₇₈₉"
@@ -125,7 +125,11 @@ class RLine(QWidget):
         p.drawText(tx, int(y - 18), text)
         if self.r is not None:
             xr = left + span * self.r
-            color = QColor(theme.line if self.accepted else theme.mark)
+            # Kept: r lies in the shaded zone, so the marker takes the ink that reads on it.
+            kept = theme.fg("accepted") if contrast_ratio(theme.fg("accepted"),
+                                                         theme.bg("accepted")) >= 3 \
+                else theme.text
+            color = QColor(kept if self.accepted else theme.mark)
             p.setPen(QPen(color, 3))
             p.setBrush(color)
             p.drawEllipse(QRectF(xr - 9, y - 9, 18, 18))

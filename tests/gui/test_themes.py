@@ -160,6 +160,11 @@ def test_a_theme_reaches_every_view(window, settings_store) -> None:
         assert DARK.bg("bonus") in dark[what] and LIGHT.bg("bonus") not in dark[what], what
     assert DARK.muted in dark["speed caption"]
     assert DARK.ink("accepted") in dark["race pane"]
+    # The race panes' text as drawn (a style sheet on the pane once kept it white).
+    stream = window.race_window.view.panes["baseline"].stream
+    stream.resize(400, 300)
+    image = stream.viewport().grab().toImage()
+    assert image.pixelColor(image.width() - 5, image.height() - 5).name() == DARK.base.lower()
     # Every value changed (nothing left in the light theme's colours).
     assert all(dark[k] != light[k] for k in light), [k for k in light if dark[k] == light[k]]
     window.set_theme("light")
