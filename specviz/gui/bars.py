@@ -295,16 +295,17 @@ class RoundBarsView(QWidget):
         panel = self._panel(0)
         line = panel.metrics.lineSpacing()
         # The title, a row per candidate (labels must not touch), the probability axis.
-        return math.ceil(panel.title_height + self.n_show * line * 1.15 + 1.9 * line)
+        return math.ceil(panel.title_height + self.n_show * line * 1.15 + 1.75 * line)
 
     def fit_rows(self, height: int) -> None:
-        """Presenting: four candidates per panel, or three where the rows of panels would not
-        fit ``height`` px with four (K = 8 at 1920 × 1080); the round drawn again if changed."""
+        """Presenting: four candidates per panel, or three (K = 8 at 1920 × 1080), or two (K = 8
+        staged: the step's caption takes a row) as the rows of panels fit ``height`` px; the
+        round drawn again if that changed."""
         if not self.fit:
             return
         count = len(self._placed)
         rows = -(-count // self.columns(count)) if count else 1
-        n = FIT_N_SHOW if rows * self._with(FIT_N_SHOW) <= height else FIT_N_SHOW - 1
+        n = next((n for n in range(FIT_N_SHOW, 2, -1) if rows * self._with(n) <= height), 2)
         if n != self.n_show:
             self.n_show = n
             self.show_round(self.round, self._selected)

@@ -235,11 +235,16 @@ class RunView(QWidget):
             top.setSizes([total - least, least])
         total = sum(main.sizes())
         bars = self.bars
+        # The step's caption changes with each step and may take a second line: room for it.
+        panel = self.stage_panel
+        staged = max(panel.sizeHint().height(), panel.height()) \
+            + panel.caption.fontMetrics().lineSpacing() if panel.isVisibleTo(self) else 0
         if total:
-            bars.fit_rows(total - top.minimumSizeHint().height()
+            bars.fit_rows(total - top.minimumSizeHint().height() - staged
                           - (bars.wanted_height() - bars.graphics.minimumHeight()))
-        lower = self.bars.wanted_height() + self.stage_panel.sizeHint().height() \
-            * self.stage_panel.isVisibleTo(self)
+            if self.stager.active:
+                self.stager.draw()  # the staged phase again, with as many candidates
+        lower = self.bars.wanted_height() + staged
         upper = max(top.minimumSizeHint().height(), total - lower)
         if total:
             main.setSizes([upper, total - upper])
@@ -311,6 +316,9 @@ class RunView(QWidget):
         """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares."""
         self.selected = None
         self.stager.start(rnd)
+        if getattr(self, "presenting", False):
+            self.fit_panes()  # the step's caption row, and every panel still in view
+            return
         main = self.splitters[1]
         total = sum(main.sizes())
         upper = main.widget(0).minimumSizeHint().height()

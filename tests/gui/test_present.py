@@ -19,6 +19,9 @@ Broken variants each test catches (tried by hand, see the report):
 - the right-click menu on the viewport instead of the view (QAbstractScrollArea hands a
   viewport's context-menu event to the view: no menu), or no menu installed:
   test_right_click_exports (no menu shown)
+- a staged round in presentation sized as before (RunView.stage giving the text its minimum,
+  the step caption's row not counted): test_staged_round_in_presentation_keeps_every_panel...
+  ("482 px of rows in a 418 px view" at K = 8)
 """
 
 from __future__ import annotations
@@ -462,3 +465,17 @@ def test_right_click_cancelled_writes_nothing(window: MainWindow, monkeypatch, t
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: ("", ""))
     assert export_plot(window, "pq-panel", "png") == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_staged_round_in_presentation_keeps_every_panel_in_view(presenting) -> None:
+    from tests.gui.layout_check import window_problems
+
+    window, _ = presenting(8)
+    view = window.run_view
+    view.stage(view.record.rounds[1])
+    for _ in range(4):  # the step's caption grows to two lines on the way
+        view.stager.forward()
+        QApplication.processEvents()
+    problems = window_problems(window, SCREEN) + presentation_problems(window)
+    assert not problems, "\n".join(problems)
+    assert len(view.bars.visible_panels()) == 8
