@@ -254,6 +254,9 @@ class MainWindow(QMainWindow):
 
     def run(self, paused: bool = False, steps: int = 0) -> None:
         """Start a run with the current settings (the worker reloads only if the pair changed)."""
+        if self.controls.race.isChecked() and not (paused or steps):
+            self.race_runner.start()  # Race ticked: the race F7 starts (gui/stage.py)
+            return
         self.replayer.stop()
         spec = self.pair_spec()
         if not spec.target:

@@ -51,6 +51,12 @@ K_POLICY_HELP = {
     "cost": "each round, the K (0 included) with the most expected tokens per second",
 }
 
+RACE_HELP = ("Race: Run (F5) runs the speculative decoder, then the target alone, on the same "
+             "prompt, seed and settings. The two runs go one after the other (side by side they "
+             "would compete for the same cores), then play together on one clock from each "
+             "run's measured timestamps, with the measured speedup and, at T = 0, an identical "
+             "text check. F7 races whether or not this is ticked.")
+
 
 class WideComboBox(QComboBox):
     """A combo box that stays narrow but opens a list wide enough for whole names."""
@@ -96,6 +102,9 @@ FIELDS: tuple[Field, ...] = (
     Field("drafting/k_policy", "k_policy", "fixed", str, "k_policy"),
     Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
     Field("mode/baseline", "baseline", False, bool),
+    # A run mode, not a Settings field: the engine never races; Run starts two engine runs of
+    # the same Settings (gui/stage.py). Stored like Target alone, so a demo set up stays set up.
+    Field("mode/race", "race", False, bool),
     Field("mode/chat", "chat", True, bool),
     Field("prompt", "prompt", DEFAULT_PROMPT, str),
 )
@@ -216,8 +225,14 @@ class ControlsPanel(QWidget):
             spin.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
         self.baseline = QCheckBox("Target alone (baseline)")
         self.baseline.setToolTip("Run p alone, one forward pass per token, to compare speed")
+        self.race = QCheckBox("Race vs the target alone")
+        self.race.setToolTip(RACE_HELP)
+        # A race runs the target alone itself: the two modes exclude each other.
+        self.race.toggled.connect(lambda on: on and self.baseline.setChecked(False))
+        self.baseline.toggled.connect(lambda on: on and self.race.setChecked(False))
         self.chat = QCheckBox("Use the chat template")
         form.addRow(self.baseline)
+        form.addRow(self.race)
         form.addRow(self.chat)
         col.addWidget(samp)
         col.addWidget(self._drafting_box())
@@ -408,5 +423,5 @@ class ControlsPanel(QWidget):
             self.set_preset(CUSTOM)
 
 
-__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "ControlsPanel", "Field",
-           "parse"]
+__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "RACE_HELP", "ControlsPanel",
+           "Field", "parse"]

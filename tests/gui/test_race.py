@@ -313,6 +313,73 @@ def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
     assert not open_race_recording(window, window.race_window, str(single))
 
 
+# -- the Race option in the controls: Run (F5) with it ticked races as F7 does ----------------
+
+
+def test_run_with_race_ticked_starts_the_race(qtbot, window) -> None:
+    window.controls.race.setChecked(True)
+    window.actions_by_name["run"].trigger()
+    view = window.race_window.view
+    qtbot.waitUntil(lambda: view.race is not None, timeout=WAIT_MS)
+    race = view.race
+    assert (race.speculative.started.mode, race.baseline.started.mode) == \
+        ("speculative", "baseline")
+    assert race.speculative.started.settings.seed == race.baseline.started.settings.seed
+    assert window.race_window.isVisible() and view.playing
+    view.set_time(view.duration_s)
+    assert view.state().identity.startswith("T = 0: identical text ✓")
+
+
+def test_run_without_race_is_a_normal_run(qtbot, window) -> None:
+    jobs: list[int] = []
+    window.controller.started.connect(jobs.append)
+    assert not window.controls.race.isChecked()
+    window.actions_by_name["run"].trigger()
+    qtbot.waitUntil(lambda: window.run_view.record.finished is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=WAIT_MS)
+    qtbot.wait(50)  # a second job would have been asked for by now
+    assert len(jobs) == 1 and window.controller.state == "idle"
+    assert window.run_view.record.started.mode == "speculative"
+    assert window.race_window.view.events == [] and not window.race_window.isVisible()
+
+
+def test_stop_ends_a_race_with_its_first_half(qtbot, window) -> None:
+    window.max_new.setValue(100_000)  # long enough to be stopped mid-run
+    window.controls.race.setChecked(True)
+    window.actions_by_name["run"].trigger()
+    view = window.race_window.view
+    qtbot.waitUntil(lambda: len(view.events) > 2, timeout=WAIT_MS)
+    window.actions_by_name["stop"].trigger()
+    qtbot.waitUntil(lambda: window.controller.state == "idle" and not window.race_runner.phase,
+                    timeout=WAIT_MS)
+    qtbot.wait(50)
+    assert window.controller.state == "idle"
+    assert [type(e).__name__ for e in view.events].count("RunStarted") == 1
+
+
+def test_the_race_option_is_shown_kept_and_excludes_target_alone(qtbot, window,
+                                                                settings_store) -> None:
+    from specviz.gui.controls import ControlsPanel
+
+    race = window.controls.race
+    window.show()
+    assert race.isVisible() and race.text() == "Race vs the target alone"
+    tip = race.toolTip()
+    assert "one after the other" in tip and "one clock" in tip and "F5" in tip
+    window.baseline.setChecked(True)
+    race.setChecked(True)
+    assert not window.baseline.isChecked()  # a race runs the target alone itself
+    window.baseline.setChecked(True)
+    assert not race.isChecked()
+    race.setChecked(True)
+    window.controls.save(settings_store)
+    again = ControlsPanel()
+    qtbot.addWidget(again)
+    again.restore(settings_store)
+    assert again.race.isChecked() and not again.baseline.isChecked()
+    assert window.sampling() == again.settings()  # a run mode: no Settings field
+
+
 import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
 
 STAGE_MUTANTS = {
@@ -329,6 +396,11 @@ STAGE_MUTANTS = {
     "any recording opens as a race": (
         "test_open_race_recording_plays_it", "open_race_recording",
         [("if as_race(events) is None:", "if False:")]),
+    "Stop mid-race still starts the target alone": (
+        "test_stop_ends_a_race_with_its_first_half", "RaceRunner",
+        [('self._finished_run = isinstance(event, RunFinished) and \\\n'
+          '                event.stop_reason != "stopped"',
+          "self._finished_run = isinstance(event, RunFinished)")]),
     "the loader not wrapped: no step measured": (
         "test_the_step_is_measured_when_a_pair_loads", "_wrap_loader",
         [("owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]",
@@ -357,6 +429,60 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
                 globals()[test_name](qtbot, w, tmp_path)
             elif test_name == "test_file_menu_has_export_and_race_recordings":
                 globals()[test_name](w)
+            else:
+                globals()[test_name](qtbot, w)
+    finally:
+        w.close()
+
+
+import specviz.gui.app as APP  # noqa: E402, N812
+import specviz.gui.controls as CONTROLS  # noqa: E402, N812
+
+RACE_OPTION_MUTANTS = {
+    "Run ignores the Race box": (
+        "test_run_with_race_ticked_starts_the_race", APP, "MainWindow",
+        [("if self.controls.race.isChecked() and not (paused or steps):", "if False:")]),
+    "Run always races": (
+        "test_run_without_race_is_a_normal_run", APP, "MainWindow",
+        [("if self.controls.race.isChecked() and not (paused or steps):",
+          "if not (paused or steps):")]),
+    "Race and Target alone both ticked": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS,
+        "ControlsPanel",
+        [("self.race.toggled.connect(lambda on: on and self.baseline.setChecked(False))",
+          "pass")]),
+    "the tooltip silent on how it is measured": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "RACE_HELP",
+        None),
+    "the Race box not in FIELDS (not kept)": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "FIELDS",
+        None),
+}
+
+
+@pytest.mark.parametrize("name", list(RACE_OPTION_MUTANTS))
+def test_each_race_option_test_rejects_its_broken_variant(
+        name: str, qtbot, settings_store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytestqt.exceptions import TimeoutError as QtTimeout
+
+    from tests.tiny import tiny_pair
+
+    test_name, module, attr, edits = RACE_OPTION_MUTANTS[name]
+    if attr == "RACE_HELP":
+        broken = "Race: the speculative run and the target alone."
+    elif attr == "FIELDS":
+        broken = tuple(f for f in CONTROLS.FIELDS if f.key != "mode/race")
+    else:
+        broken = mutant(getattr(module, attr), *edits)
+    monkeypatch.setattr(module, attr, broken)
+    if module is CONTROLS and hasattr(APP, attr):  # the name the window imported
+        monkeypatch.setattr(APP, attr, broken)
+    monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
+    w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
+    try:
+        with pytest.raises((AssertionError, QtTimeout)):
+            if test_name == "test_the_race_option_is_shown_kept_and_excludes_target_alone":
+                globals()[test_name](qtbot, w, settings_store)
             else:
                 globals()[test_name](qtbot, w)
     finally:
