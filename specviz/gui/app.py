@@ -32,7 +32,7 @@ from .labels import ElidedLabel
 from .presets import mark_presets
 from .replay import Replayer
 from .run_view import RunView
-from .stage import install_stage
+from .stage import install_stage, open_if_race
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec, background_threads
 from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
@@ -305,6 +305,8 @@ class MainWindow(QMainWindow):
                                                   "Recordings (*.jsonl *.json);;All files (*)")
         if not path:
             return
+        if open_if_race(self, path):  # a race recording plays in the race window (stage.py)
+            return
         self.replayer.open(path)
 
     def save_recording(self, path: str | None = None) -> None:
@@ -416,7 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="target model p: alias, hub id, folder or .gguf")
     p.add_argument("--device", choices=DEVICES, help="where the models run")
     p.add_argument("--prompt", help="the prompt to start with")
-    p.add_argument("--replay", metavar="JSONL", help="replay a recording (specviz-cli --json); "
+    p.add_argument("--replay", metavar="JSONL", help="replay a recording (specviz-cli --json; "
+                   "a race recording, specviz-cli --race --json, plays as a race); "
                    "- reads standard input as it arrives: … | specviz --replay -")
     p.add_argument("--no-load", action="store_true", help="don't load the pair at launch")
     return p

@@ -7,6 +7,8 @@ MainWindow from outside (``install_stage(window)``), so the window's own code st
 - Run → Race (F7), or Run (F5) with Race ticked in the controls: the speculative run, then
   the target alone, as two jobs of the same controller, one after the other; a race window
   plays them together when both are measured. Stop, or another run, ends the race.
+- A race recording (the app's, or ``specviz-cli --race --json``) opened with File → Open or
+  ``specviz --replay`` plays in the race window (:func:`open_if_race`).
 - File → Open race recording…, File → Export ▸ (plots as PNG / SVG, transcript as HTML, the
   run or the race as an animated GIF at 1920 × 1080).
 """
@@ -14,6 +16,7 @@ MainWindow from outside (``install_stage(window)``), so the window's own code st
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -251,6 +254,49 @@ def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
     return menu
 
 
+RACE_SCAN_BYTES = 16 * 1024 * 1024  # a race recording is far smaller; larger files: the replay
+_RUN_STARTED = re.compile(rb'"type"\s*:\s*"run_started"')
+
+
+def race_recording(path: str) -> list[Event] | None:
+    """The events of ``path`` if it is a race recording; None for anything else (a pipe, a big
+    or unreadable file, one run, two runs that are no race): the ordinary replay reads those
+    on its own thread and says what is wrong with them."""
+    from specviz.core.recording import RecordingError, read_recording
+
+    try:
+        file = Path(path)
+        if path == "-" or not file.is_file() or file.stat().st_size > RACE_SCAN_BYTES:
+            return None
+        if len(_RUN_STARTED.findall(file.read_bytes())) != 2:  # most recordings: one run
+            return None
+        events = read_recording(file)
+    except (OSError, RecordingError):
+        return None
+    return events if as_race(events) is not None else None
+
+
+def open_if_race(window: Any, path: str) -> bool:
+    """Open/--replay: a race recording plays in the race window; False: not a race."""
+    race_window = getattr(window, "race_window", None)
+    events = race_recording(path) if race_window is not None else None
+    if events is None:
+        return False
+    _play_race(race_window, events)
+    label = getattr(window, "status_label", None)
+    if label is not None:
+        label.setText(f"Replaying the race {Path(path).name} in the race window (Space: pause, "
+                      "Home: again)")
+    return True
+
+
+def _play_race(race_window: RaceWindow, events: list[Event]) -> None:
+    race_window.view.load(events)
+    race_window.show()
+    race_window.raise_()
+    race_window.view.play()
+
+
 def open_race_recording(window: Any, race_window: RaceWindow, path: str | None = None) -> bool:
     """Open a race recording in the race window; False (and a message) if it is not a race."""
     if not path:
@@ -270,10 +316,7 @@ def open_race_recording(window: Any, race_window: RaceWindow, path: str | None =
                                     "the target alone on the same prompt and settings): open "
                                     "it with Open recording.", "input"))
         return False
-    race_window.view.load(events)
-    race_window.show()
-    race_window.raise_()
-    race_window.view.play()
+    _play_race(race_window, events)
     return True
 
 
@@ -311,4 +354,4 @@ def install_stage(window: Any) -> RaceWindow:
 
 
 __all__ = ["RaceRunner", "RaceWindow", "StepReporter", "build_export_menu", "install_stage",
-           "measuring_loader", "open_race_recording"]
+           "measuring_loader", "open_if_race", "open_race_recording", "race_recording"]

@@ -380,6 +380,60 @@ def test_the_race_option_is_shown_kept_and_excludes_target_alone(qtbot, window,
     assert window.sampling() == again.settings()  # a run mode: no Settings field
 
 
+# -- a race recording made by specviz-cli --race --json, opened as --replay opens it ---------
+
+
+@pytest.fixture(scope="module")
+def cli_race(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``specviz-cli --race --json`` on tiny models saved to folders, written to a file."""
+    import contextlib
+    import io
+
+    import torch
+
+    from specviz.cli import main as cli_main
+    from tests.tiny import tiny_llama, word_tokenizer
+
+    base = tmp_path_factory.mktemp("race")
+    tok = word_tokenizer(eos=False)
+    for name, seed in (("draft", 1), ("target", 2)):
+        tiny_llama(len(tok), seed=seed, dtype=torch.float32, sharpness=8.0).save_pretrained(
+            base / name)
+        tok.save_pretrained(base / name)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = cli_main(["--race", "--json", "--draft", str(base / "draft"), "--target",
+                           str(base / "target"), "--device", "cpu", "--prompt", "the cat",
+                           "--temperature", "0", "--max-new-tokens", "10"])
+    assert status == 0
+    path = base / "race.jsonl"
+    path.write_text(out.getvalue(), encoding="utf-8")
+    return path
+
+
+def test_a_cli_race_recording_replays_as_a_race(qtbot, window, cli_race: Path,
+                                                tmp_path: Path) -> None:
+    window.open_recording(str(cli_race))  # what File → Open and specviz --replay call
+    view = window.race_window.view
+    assert window.race_window.isVisible() and view.race is not None and view.playing
+    assert not window.replayer.active  # not replayed a second time in the run view
+    view.set_time(view.duration_s)
+    assert view.state().identity.startswith("T = 0: identical text ✓")
+    assert view.state().speedup.startswith("Measured speedup")
+    assert "race.jsonl" in window.status_label.text()
+    # Two runs that are no race (the target alone twice): the ordinary replay, as before.
+    lines = cli_race.read_text(encoding="utf-8").splitlines()
+    second = next(i for i, line in enumerate(lines) if '"mode": "baseline"' in line)
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines[second:] * 2) + "\n", encoding="utf-8")
+    window.race_window.hide()
+    view.clear()
+    window.open_recording(str(twice))
+    assert window.replayer.active and not window.race_window.isVisible()
+    qtbot.waitUntil(lambda: not window.replayer.active, timeout=WAIT_MS)
+    assert window.run_view.record.started.mode == "baseline"
+
+
 import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
 
 STAGE_MUTANTS = {
@@ -454,6 +508,12 @@ RACE_OPTION_MUTANTS = {
     "the tooltip silent on how it is measured": (
         "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "RACE_HELP",
         None),
+    "Open/--replay never looks for a race": (
+        "test_a_cli_race_recording_replays_as_a_race", APP, "MainWindow",
+        [("if open_if_race(self, path):", "if False:")]),
+    "any two runs open as a race": (
+        "test_a_cli_race_recording_replays_as_a_race", STAGE, "race_recording",
+        [("return events if as_race(events) is not None else None", "return events")]),
     "the Race box not in FIELDS (not kept)": (
         "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "FIELDS",
         None),
@@ -462,7 +522,8 @@ RACE_OPTION_MUTANTS = {
 
 @pytest.mark.parametrize("name", list(RACE_OPTION_MUTANTS))
 def test_each_race_option_test_rejects_its_broken_variant(
-        name: str, qtbot, settings_store, monkeypatch: pytest.MonkeyPatch) -> None:
+        name: str, qtbot, settings_store, cli_race: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from pytestqt.exceptions import TimeoutError as QtTimeout
 
     from tests.tiny import tiny_pair
@@ -483,6 +544,8 @@ def test_each_race_option_test_rejects_its_broken_variant(
         with pytest.raises((AssertionError, QtTimeout)):
             if test_name == "test_the_race_option_is_shown_kept_and_excludes_target_alone":
                 globals()[test_name](qtbot, w, settings_store)
+            elif test_name == "test_a_cli_race_recording_replays_as_a_race":
+                globals()[test_name](qtbot, w, cli_race, tmp_path)
             else:
                 globals()[test_name](qtbot, w)
     finally:
