@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from types import FrameType
 from typing import IO, Any, NoReturn
 
@@ -180,8 +181,9 @@ def race_summary(race: Race) -> str:
         return 1000 * summary.wall_time_s / summary.tokens if summary.tokens else 0.0
 
     lines = [
-        "# race: speculative first, then the target alone, one after the other; each timed "
-        "from its own start (prompt pass included)",
+        f"# race: after an untimed {WARM_UP_TOKENS}-token warm-up of both, the speculative run, "
+        "then the target alone, one after the other; each timed from its own start (prompt "
+        "pass included)",
         f"#   speculative:  {s.tokens} tokens in {s.wall_time_s:.3f} s = "
         f"{s.tokens_per_s:.1f} tok/s ({per_token_ms(s):.2f} ms/token)",
         f"#   target alone: {b.tokens} tokens in {b.wall_time_s:.3f} s = "
@@ -203,6 +205,18 @@ def race_summary(race: Race) -> str:
     if not race.speculative.started.settings.lenience >= 1.0:
         lines.append("# lenience < 1: the speculative run is not exact, its text may differ")
     return "\n".join(lines) + "\n"
+
+
+WARM_UP_TOKENS = 2
+
+
+def _warm_up(pair: Any, settings: Settings, prompt: str) -> None:
+    """A short untimed race first, its events dropped: otherwise the race's first run alone
+    pays the one-off costs of a fresh process (allocator, kernel set-up, on a GPU its context
+    and libraries) that the second then skips. A failure here recurs in the race, reported."""
+    short = replace(settings, max_new_tokens=min(WARM_UP_TOKENS, settings.max_new_tokens))
+    for _event in run_race(pair, short, prompt):
+        pass
 
 
 def _kept(events: Iterator[Event], into: list[Event]) -> Iterator[Event]:
@@ -298,6 +312,7 @@ class _Cli:
                   else args.prompt)
         seen: list[Event] = []  # a race's events, for its verdict at the end
         if args.race:  # the speculative run, then (if it finished) the target alone
+            _warm_up(pair, settings, prompt)
             events = _kept(run_race(pair, settings, prompt, stop=self.interrupt.stop), seen)
         else:
             try:

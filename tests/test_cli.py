@@ -313,6 +313,24 @@ def test_race_json_is_a_race_recording(tiny_models: tuple[Path, Path],
     assert race.identical is None  # T > 0: not compared
 
 
+# Broken variant: no warm-up, so the speculative run (first) alone pays a fresh process's
+# one-off costs.
+def test_race_warms_both_up_untimed_first(tiny_models: tuple[Path, Path],
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = sys.modules["specviz.cli"].run_race
+
+    def spy(pair: Any, settings: Any, *a: Any, **kw: Any) -> Iterator[Any]:
+        calls.append(settings.max_new_tokens)
+        return real(pair, settings, *a, **kw)
+
+    monkeypatch.setattr("specviz.cli.run_race", spy)
+    assert main(["--json", *race_args(tiny_models)]) == 0
+    assert calls == [2, 12]
+    assert race_of(capsys.readouterr().out) is not None  # the warm-up's events are not out
+
+
 # Broken variants: the speedup divided the other way, or the identity read from the lengths of
 # the two outputs (or not at all): the verdict lines below change.
 def test_race_prints_both_speeds_the_speedup_and_identity(
@@ -420,6 +438,9 @@ RACE_MUTANTS = {
         test_race_prints_both_speeds_the_speedup_and_identity, CLI, "_Cli",
         [("if race is not None and race.complete and not args.json:",
           "if False:")]),
+    "no warm-up": (
+        test_race_warms_both_up_untimed_first, CLI, "_Cli",
+        [("            _warm_up(pair, settings, prompt)\n", "")]),
     "--race beside --baseline let through": (
         test_race_with_baseline_is_refused_in_one_line, CLI, "_Cli",
         [("if args.race and args.baseline:", "if False:")]),
@@ -438,7 +459,8 @@ def test_each_race_test_rejects_its_broken_variant(name: str, tiny_models: tuple
     if module is RACE and hasattr(CLI, attr):  # the name the CLI imported
         monkeypatch.setattr(CLI, attr, broken)
     with pytest.raises(AssertionError):
-        if test is test_race_summary_divides_per_token_times_and_names_a_difference:
+        if test in (test_race_summary_divides_per_token_times_and_names_a_difference,
+                    test_race_warms_both_up_untimed_first):
             test(tiny_models, capsys, monkeypatch)
         else:
             test(tiny_models, capsys)
