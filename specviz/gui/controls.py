@@ -265,6 +265,8 @@ class ControlsPanel(QWidget):
             # Wide enough for the longest text a button takes ("▶ Resume").
             b.setMinimumWidth(b.fontMetrics().horizontalAdvance("▶ Resume") + 28)
             buttons.addWidget(b, i // 2, i % 2)
+        # Ticked, Run races: the button says so (F5 and its tooltip do the same).
+        self.race.toggled.connect(lambda on: self.run_button.setText("▶ Race" if on else "▶ Run"))
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 4)

@@ -372,11 +372,15 @@ def test_the_race_option_is_shown_kept_and_excludes_target_alone(qtbot, window,
     window.baseline.setChecked(True)
     assert not race.isChecked()
     race.setChecked(True)
+    assert window.run_button.text() == "▶ Race"  # Run races now, and says so
     window.controls.save(settings_store)
     again = ControlsPanel()
     qtbot.addWidget(again)
     again.restore(settings_store)
     assert again.race.isChecked() and not again.baseline.isChecked()
+    assert again.run_button.text() == "▶ Race"
+    again.race.setChecked(False)
+    assert again.run_button.text() == "▶ Run"
     assert window.sampling() == again.settings()  # a run mode: no Settings field
 
 
@@ -505,6 +509,11 @@ RACE_OPTION_MUTANTS = {
         "ControlsPanel",
         [("self.race.toggled.connect(lambda on: on and self.baseline.setChecked(False))",
           "pass")]),
+    "the Run button silent about the race": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS,
+        "ControlsPanel",
+        [('self.race.toggled.connect(lambda on: self.run_button.setText("▶ Race" if on else '
+          '"▶ Run"))', "pass")]),
     "the tooltip silent on how it is measured": (
         "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "RACE_HELP",
         None),
