@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -419,8 +420,11 @@ def test_a_cli_race_recording_replays_as_a_race(qtbot, window, cli_race: Path,
                                                 tmp_path: Path) -> None:
     window.open_recording(str(cli_race))  # what File → Open and specviz --replay call
     view = window.race_window.view
-    assert window.race_window.isVisible() and view.race is not None and view.playing
-    assert not window.replayer.active  # not replayed a second time in the run view
+    # Found at once (stage.open_if_race) or once the file is read (a Replayer that detects
+    # races, s16/replay): either way it plays in the race window.
+    qtbot.waitUntil(lambda: view.race is not None and window.race_window.isVisible(),
+                    timeout=WAIT_MS)
+    assert view.playing and len(view.events) == len(cli_race.read_text().splitlines())
     view.set_time(view.duration_s)
     assert view.state().identity.startswith("T = 0: identical text ✓")
     assert view.state().speedup.startswith("Measured speedup")
@@ -433,9 +437,9 @@ def test_a_cli_race_recording_replays_as_a_race(qtbot, window, cli_race: Path,
     window.race_window.hide()
     view.clear()
     window.open_recording(str(twice))
-    assert window.replayer.active and not window.race_window.isVisible()
-    qtbot.waitUntil(lambda: not window.replayer.active, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.run_view.record.started is not None, timeout=WAIT_MS)
     assert window.run_view.record.started.mode == "baseline"
+    assert not window.race_window.isVisible() and view.race is None
 
 
 import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
@@ -496,6 +500,12 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
 import specviz.gui.app as APP  # noqa: E402, N812
 import specviz.gui.controls as CONTROLS  # noqa: E402, N812
 
+# Open/--replay finds races here with stage.open_if_race; s16/replay's Replayer detects them
+# itself (detect_races=True). Once both are merged only one may stay: the edit follows it.
+RACE_DETECTION_OFF = (
+    ("speed=1.0, detect_races=True)", "speed=1.0, detect_races=False)")
+    if "detect_races=True" in inspect.getsource(APP.MainWindow)
+    else ("if open_if_race(self, path):", "if False:"))
 RACE_OPTION_MUTANTS = {
     "Run ignores the Race box": (
         "test_run_with_race_ticked_starts_the_race", APP, "MainWindow",
@@ -519,10 +529,11 @@ RACE_OPTION_MUTANTS = {
         None),
     "Open/--replay never looks for a race": (
         "test_a_cli_race_recording_replays_as_a_race", APP, "MainWindow",
-        [("if open_if_race(self, path):", "if False:")]),
-    "any two runs open as a race": (
+        [RACE_DETECTION_OFF]),
+    **({"any two runs open as a race": (
         "test_a_cli_race_recording_replays_as_a_race", STAGE, "race_recording",
-        [("return events if as_race(events) is not None else None", "return events")]),
+        [("return events if as_race(events) is not None else None", "return events")])}
+       if "open_if_race(self, path)" in inspect.getsource(APP.MainWindow) else {}),
     "the Race box not in FIELDS (not kept)": (
         "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "FIELDS",
         None),
