@@ -26,11 +26,13 @@ from PySide6.QtWidgets import (
 
 from specviz.core.events import RunStarted
 
+from .controls import WideComboBox
 from .race_view import user_text
 from .replay import ROUND_BY_ROUND, SPEEDS, Replayer, speed_text
 from .style import UI_POINT_SIZE
 
 BAR_POINT_SIZE = UI_POINT_SIZE + 4  # read from the back row, like the run's own numbers
+BAR_HEIGHT = 48  # px: buttons a presenter hits without looking
 SPEED_CHOICES = (*SPEEDS, ROUND_BY_ROUND)
 
 
@@ -51,7 +53,7 @@ class ReplayBar(QWidget):
             b = QPushButton(text)
             b.setToolTip(tip)
             b.setFont(font)
-            b.setMinimumHeight(48)
+            b.setMinimumHeight(BAR_HEIGHT)
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # the clicker's keys stay the window's
             b.clicked.connect(slot)
             return b
@@ -62,9 +64,12 @@ class ReplayBar(QWidget):
             self.play_button.fontMetrics().horizontalAdvance("❚❚ Pause") + 36)
         self.step_button = button("Step ▶▶", "One round more (F10, PgDn, →, Space)",
                                   replayer.step)
-        self.speed = QComboBox()
+        self.speed = WideComboBox()  # as wide as "0.25×"; its list shows "round by round"
+        self.speed.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.speed.setMinimumContentsLength(5)
         self.speed.setFont(font)
-        self.speed.setMinimumHeight(48)
+        self.speed.setMinimumHeight(BAR_HEIGHT)
         self.speed.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         for value in SPEED_CHOICES:
             self.speed.addItem(speed_text(value), value)
@@ -73,7 +78,7 @@ class ReplayBar(QWidget):
         self.speed.setCurrentIndex(SPEED_CHOICES.index(1.0))
         self.speed.activated.connect(self._on_speed_chosen)
         self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.setMinimumHeight(48)
+        self.slider.setMinimumHeight(BAR_HEIGHT)
         self.slider.setMinimumWidth(240)
         self.slider.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.slider.setToolTip("Drag to any round: the views show the run as it was then")
@@ -103,6 +108,21 @@ class ReplayBar(QWidget):
         self._updating = False
         replayer.changed.connect(self.refresh)
         self.refresh()
+
+    def set_scale(self, factor: float) -> None:
+        """Zoom (Ctrl +/-, presentation mode): the bar grows with the run's views."""
+        for widget in (self, self.back_button, self.play_button, self.step_button, self.speed,
+                       self.where, self.close_button):
+            font = widget.font()
+            font.setPointSizeF(BAR_POINT_SIZE * factor)
+            widget.setFont(font)
+        for widget in (self.back_button, self.play_button, self.step_button, self.speed,
+                       self.slider, self.close_button):
+            widget.setMinimumHeight(round(BAR_HEIGHT * factor))
+        self.play_button.setMinimumWidth(
+            self.play_button.fontMetrics().horizontalAdvance("❚❚ Pause") + 36)
+        self.where.setMinimumWidth(self.where.fontMetrics().horizontalAdvance(
+            "round 888 / 888 · paused") + 8)
 
     def _on_speed_chosen(self, index: int) -> None:
         self.replayer.set_speed(self.speed.itemData(index))
@@ -166,6 +186,9 @@ def install_replay_bar(window: Any) -> ReplayBar:
         race_window.raise_()
         race_window.view.play()
 
+    zoom = getattr(window, "zoom", None)
+    if zoom is not None:
+        zoom.changed.connect(bar.set_scale)
     r.changed.connect(on_changed)
     r.run_shown.connect(on_run_shown)
     r.left.connect(window.controls.release)
