@@ -5,11 +5,18 @@ on the GUI thread, so a 50 MB file does not freeze the window. The source may be
 file still being written (followed until its run ends), or a pipe such as standard input
 (``ssh gpu-box specviz-cli --json … | specviz --replay -``): events show as they arrive.
 
-The reader hands batches over a bounded queue (it waits when the window is behind, so memory
-stays flat) and wakes the GUI thread with a queued signal. On the GUI thread a timer paces
-the events: one per ``interval_ms`` for a file, as a live run would look; as fast as they
-come (a few dozen per frame at most) for a pipe, a followed file that caught up, or
-``interval_ms=0``.
+The reader hands batches over a bounded queue (it waits when the window is behind, so the
+events read ahead of the screen stay few) and wakes the GUI thread with a queued signal. On
+the GUI thread a timer paces the events: with a ``speed``, each round waits the time it took
+when it was recorded (``Round.elapsed_s``) divided by the speed, or for Step (round by
+round); without one, one event per ``interval_ms``; as fast as they come (a few dozen per
+frame at most) for a pipe, a followed file that caught up, or ``interval_ms=0``.
+
+Every event read is kept, so a replay can pause, step a round either way and seek: a seek
+back clears the view with the run's own RunStarted and applies the run's events up to there
+again, so the view after a seek is the view that playing reaches (gui/replay_bar.py has the
+controls). A file that holds a race (a speculative run, then the target alone) can go to the
+race window instead (``detect_races``).
 
 A replay never mixes with a live run. Opening one stops the live run, and the live events
 reach the view only through :attr:`Replayer.live_yielded`, which drops those of a job started
@@ -193,7 +200,9 @@ def _ends_here(reader: RecordingReader) -> bool:
 
 ROUND_BY_ROUND = 0.0  # a speed: no clock, a round only on Step (F10, the clicker)
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)  # times the recorded timing
-HOLD_MAX = 20_000  # events read before playing, while a file may still turn out to be a race
+# Events held back, at most, while a file may still be a race (a race is known at its end):
+# a race's first run has fewer rounds than this; an ordinary big file starts at once after.
+HOLD_MAX = 2048
 
 
 def recorded_delays(events: Sequence[Event]) -> list[float]:
@@ -479,7 +488,9 @@ class Replayer(QObject):
         known = f"{self.rounds_known}{total}"
         state = ("live" if self._live and self.position >= len(self.events)
                  and not self._ended and not self.paused
-                 else "done" if self.at_end else "paused" if self.paused else "playing")
+                 else "done" if self.at_end
+                 else "F10: next round" if self.speed == ROUND_BY_ROUND and not self._live
+                 else "paused" if self.paused else "playing")
         speed = "as it arrives" if self._live and not self._ended else speed_text(self.speed)
         verb = "Replayed" if self.at_end else "Replaying"
         return (f"{verb} {self.name}: round {self.rounds_shown} of {known} · {speed} · "

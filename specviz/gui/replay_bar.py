@@ -148,7 +148,9 @@ class ReplayBar(QWidget):
         following = r.live and not r.ended
         self.speed.setEnabled(not following)  # a stream shows what comes as it comes
         state = ("live" if following and not r.paused and r.position >= len(r.events)
-                 else "done" if r.at_end else "paused" if r.paused else "playing")
+                 else "done" if r.at_end
+                 else "F10: next" if r.speed == ROUND_BY_ROUND and not following
+                 else "paused" if r.paused else "playing")
         total = f"{r.rounds_known}" if r.ended or following else f"{r.rounds_known}…"
         self.where.setText(f"round {r.rounds_shown} / {total} · {state}")
 
