@@ -224,7 +224,8 @@ def recorded_delays(events: Sequence[Event]) -> list[float]:
 def schedule(events: Sequence[Event], speed: float) -> list[float]:
     """When each event shows, in seconds from the start, at ``speed`` × the recorded timing
     (round by round: every round waits for Step, ``inf``)."""
-    out, t = [], 0.0
+    out: list[float] = []
+    t = 0.0
     for delay in recorded_delays(events):
         t += delay / speed if speed > 0 else (math.inf if delay > 0 else 0.0)
         out.append(t)

@@ -111,14 +111,16 @@ class ReplayBar(QWidget):
 
     def set_scale(self, factor: float) -> None:
         """Zoom (Ctrl +/-, presentation mode): the bar grows with the run's views."""
-        for widget in (self, self.back_button, self.play_button, self.step_button, self.speed,
-                       self.where, self.close_button):
+        texts: tuple[QWidget, ...] = (self, self.back_button, self.play_button,
+                                      self.step_button, self.speed, self.where,
+                                      self.close_button)
+        for widget in texts:
             font = widget.font()
             font.setPointSizeF(BAR_POINT_SIZE * factor)
             widget.setFont(font)
-        for widget in (self.back_button, self.play_button, self.step_button, self.speed,
-                       self.slider, self.close_button):
-            widget.setMinimumHeight(round(BAR_HEIGHT * factor))
+        for control in (self.back_button, self.play_button, self.step_button, self.speed,
+                        self.slider, self.close_button):
+            control.setMinimumHeight(round(BAR_HEIGHT * factor))
         self.play_button.setMinimumWidth(
             self.play_button.fontMetrics().horizontalAdvance("❚❚ Pause") + 36)
         self.where.setMinimumWidth(self.where.fontMetrics().horizontalAdvance(
@@ -180,7 +182,7 @@ def install_replay_bar(window: Any) -> ReplayBar:
                                        baseline=started.mode == "baseline", prompt=words,
                                        chat=words != started.prompt.strip())
 
-    def on_race(events: list) -> None:
+    def on_race(events: list[Any]) -> None:
         race_window = getattr(window, "race_window", None)
         if race_window is None or not race_window.view.load(events):
             return
