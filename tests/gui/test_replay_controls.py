@@ -25,6 +25,7 @@ from specviz.gui import replay as REPLAY
 from specviz.gui.app import CUSTOM, MainWindow
 from specviz.gui.controls import FIELDS
 from specviz.gui.replay import ROUND_BY_ROUND, Replayer, open_pipe_reader, schedule
+from specviz.gui.replay_bar import BAR_POINT_SIZE
 from specviz.gui.run_view import RunView
 from tests.gui.scripted import speculative_events
 from tests.mutation import mutant
@@ -404,3 +405,50 @@ def make_window_with(qtbot, settings_store, tiny_pair, cls: type) -> MainWindow:
         return make_window(qtbot, settings_store, tiny_pair)
     finally:
         globals()["MainWindow"] = original
+
+
+# -- on a projector: nothing of the bar clipped ------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("present", [False, True], ids=["window", "presentation"])
+def test_the_bar_is_not_clipped(qtbot, settings_store, tiny_pair, size: tuple[int, int],
+                                present: bool) -> None:
+    """Broken variant: the bar's buttons sized for the normal type, not the zoomed one."""
+    from specviz.gui.zoom import presentation_factor
+    from tests.gui.layout_check import widget_problems
+
+    w = make_window(qtbot, settings_store, tiny_pair)
+    try:
+        w.setWindowState(Qt.WindowState.WindowNoState)
+        w.resize(*size)
+        w.show()
+        w.replayer.set_speed(ROUND_BY_ROUND)
+        w.open_recording(str(NORMAL))
+        qtbot.waitUntil(lambda: w.replayer.ended, timeout=WAIT_MS)
+        w.replayer.seek(10)
+        if present:
+            w.dock.hide()
+            w.zoom.set_factor(presentation_factor(w))
+        qtbot.wait(50)
+        problems = widget_problems(w.replay_toolbar)
+        assert not problems, "\n".join(problems)
+        bar = w.replay_bar
+        assert bar.where.text() == "round 10 / 17 · F10: next"
+        assert bar.play_button.height() >= 48 and bar.slider.width() >= 240
+        assert w.replay_toolbar.width() == w.width()
+        factor = w.zoom.factor
+        assert bar.play_button.font().pointSizeF() == pytest.approx(BAR_POINT_SIZE * factor)
+    finally:
+        w.close()
+
+
+def test_the_bar_test_rejects_its_broken_variant(qtbot, settings_store, tiny_pair,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from specviz.gui import replay_bar
+
+    broken = mutant(replay_bar.install_replay_bar,
+                    ("        zoom.changed.connect(bar.set_scale)\n", "        pass\n"))
+    monkeypatch.setattr(APP, "install_replay_bar", broken)
+    with pytest.raises(AssertionError):
+        test_the_bar_is_not_clipped(qtbot, settings_store, tiny_pair, (1920, 1080), True)
