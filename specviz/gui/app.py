@@ -122,7 +122,8 @@ class MainWindow(QMainWindow):
             action.triggered.connect(slots[name])
             self.addAction(action)
             # The Run button always runs the model; F5 plays a replay that is shown.
-            buttons[name].clicked.connect(self.run if name == "run" else action.trigger)
+            buttons[name].clicked.connect(
+                (lambda: self.run()) if name == "run" else action.trigger)
             buttons[name].setToolTip(tip)
             self.actions_by_name[name] = action
 

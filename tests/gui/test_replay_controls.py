@@ -278,6 +278,24 @@ def test_the_controls_show_the_recording_read_only_then_the_users_again(
     assert not w.replayer.loaded
 
 
+def test_the_run_button_leaves_the_replay_and_runs_the_users_settings(
+        qtbot, window: MainWindow) -> None:
+    """Broken variant: the Run button is F5's action (it plays the replay, runs nothing)."""
+    w = window
+    w.max_new.setValue(4)
+    mine = w.controls.values()
+    w.replayer.set_speed(ROUND_BY_ROUND)
+    w.open_recording(str(NORMAL))
+    qtbot.waitUntil(lambda: w.controls.showing_recording, timeout=WAIT_MS)
+    w.run_button.click()
+    assert not w.replayer.loaded and w.controls.values() == mine
+    qtbot.waitUntil(lambda: w.run_view.flush() or w.run_view.record.finished is not None,
+                    timeout=WAIT_MS)
+    started = w.run_view.record.started
+    assert started is not None and started.settings.k == 7 and started.settings.seed == 1234
+    assert w.run_view.user_prompt == "my own prompt"  # what the run was sent
+
+
 def test_f6_pauses_and_f10_steps_a_replay(qtbot, window: MainWindow) -> None:
     """Broken variant: F10 starts a live run instead of stepping the replay."""
     w = window
@@ -358,6 +376,9 @@ WINDOW_MUTANTS: dict[str, tuple[Callable[..., None], Any, str, list[tuple[str, s
         test_the_controls_show_the_recording_read_only_then_the_users_again, CONTROLS,
         "ControlsPanel", [("            write_value(self.widget(f), held[f.key])\n",
                            "            pass\n")]),
+    "the Run button plays the replay": (
+        test_the_run_button_leaves_the_replay_and_runs_the_users_settings, APP, "MainWindow",
+        [('(lambda: self.run()) if name == "run" else action.trigger', "action.trigger")]),
     "F10 runs the model in a replay": (
         test_f6_pauses_and_f10_steps_a_replay, APP, "MainWindow",
         [("        if self.replayer.loaded:  # a recording on screen: its next round\n",
