@@ -81,8 +81,8 @@ class MainWindow(QMainWindow):
         self._on_state_changed("idle")
         self._closed = False
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
-        install_stage(self)  # race (F7), the step measured at load, File → Export
         install_replay_bar(self)  # play / pause / speed / scrub while a recording is shown
+        install_stage(self)  # race (F7), the step measured at load, File → Export
         if autoload:
             self.load_pair()
 
