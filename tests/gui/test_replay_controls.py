@@ -405,14 +405,14 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
     from pytestqt.exceptions import TimeoutError as QtTimeout
 
     test, module, attr, edits = WINDOW_MUTANTS[name]
+    if name == "race files not detected" and hasattr(APP, "open_if_race"):
+        # A branch that also checks small files on the GUI thread (stage.open_if_race): off
+        # too (before the variant copies the module's names), or it still finds race.jsonl.
+        monkeypatch.setattr(APP, "open_if_race", lambda *args: False)
     broken = mutant(getattr(module, attr), *edits)
     monkeypatch.setattr(module, attr, broken)
     if attr == "ControlsPanel":  # the window calls the name it imported
         monkeypatch.setattr(APP, attr, broken)
-    if name == "race files not detected" and hasattr(APP, "open_if_race"):
-        # A branch that also checks small files on the GUI thread (stage.open_if_race): off
-        # too, or the variant would still find race.jsonl.
-        monkeypatch.setattr(APP, "open_if_race", lambda *args: False)
     monkeypatch.setitem(globals(), "WAIT_MS", 5_000)  # a broken variant may never get there
     w = make_window_with(qtbot, settings_store, tiny_pair, broken if attr == "MainWindow"
                          else MainWindow)
