@@ -22,6 +22,7 @@ from specviz.core.recording import read_recording
 from specviz.gui import app as APP
 from specviz.gui import controls as CONTROLS
 from specviz.gui import replay as REPLAY
+from specviz.gui import replay_bar as REPLAY_BAR
 from specviz.gui.app import CUSTOM, MainWindow
 from specviz.gui.controls import FIELDS
 from specviz.gui.replay import ROUND_BY_ROUND, Replayer, open_pipe_reader, schedule
@@ -296,6 +297,24 @@ def test_the_run_button_leaves_the_replay_and_runs_the_users_settings(
     assert w.run_view.user_prompt == "my own prompt"  # what the run was sent
 
 
+def test_the_bars_slider_scrubs(qtbot, window: MainWindow) -> None:
+    """Broken variant: the slider's moves taken for its own redraws (no seek)."""
+    w = window
+    w.replayer.set_speed(ROUND_BY_ROUND)
+    w.open_recording(str(NORMAL))
+    qtbot.waitUntil(lambda: w.replayer.ended and w.controls.showing_recording,
+                    timeout=WAIT_MS)
+    bar = w.replay_bar
+    assert bar.slider.maximum() == 17 and bar.slider.value() == 0
+    bar.slider.setValue(9)  # what a drag or a click on the groove does
+    assert w.replayer.rounds_shown == 9 and w.replayer.paused is False
+    assert len(w.run_view.record.rounds) == 9 and "round 9 / 17" in bar.where.text()
+    bar.back_button.click()
+    assert w.replayer.rounds_shown == 8 and bar.slider.value() == 8 and w.replayer.paused
+    bar.step_button.click()
+    assert w.replayer.rounds_shown == 9 and bar.slider.value() == 9
+
+
 def test_f6_pauses_and_f10_steps_a_replay(qtbot, window: MainWindow) -> None:
     """Broken variant: F10 starts a live run instead of stepping the replay."""
     w = window
@@ -379,6 +398,9 @@ WINDOW_MUTANTS: dict[str, tuple[Callable[..., None], Any, str, list[tuple[str, s
     "the Run button plays the replay": (
         test_the_run_button_leaves_the_replay_and_runs_the_users_settings, APP, "MainWindow",
         [('(lambda: self.run()) if name == "run" else action.trigger', "action.trigger")]),
+    "the slider does not seek": (
+        test_the_bars_slider_scrubs, REPLAY_BAR, "ReplayBar",
+        [("        if not self._updating:\n", "        if self._updating:\n")]),
     "F10 runs the model in a replay": (
         test_f6_pauses_and_f10_steps_a_replay, APP, "MainWindow",
         [("        if self.replayer.loaded:  # a recording on screen: its next round\n",
