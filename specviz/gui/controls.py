@@ -424,6 +424,64 @@ class ControlsPanel(QWidget):
             edit.setText(path)
             self.set_preset(CUSTOM)
 
+    # -- a recording's settings (replays) ------------------------------------------------------
+
+    def show_recording(self, settings: Settings, pair: tuple[str | None, str, str] | None = None,
+                       baseline: bool = False, prompt: str | None = None,
+                       chat: bool | None = None) -> None:
+        """Show a recording's settings (and pair, mode, prompt), read-only, until ``release``.
+
+        The user's own values are kept aside the first time and come back with ``release``.
+        """
+        if getattr(self, "_held", None) is None:
+            self._held: dict[str, Any] | None = self.values()
+        shown: dict[str, Any] = {"mode/baseline": baseline}
+        for f in FIELDS:
+            if f.setting is not None:
+                value = getattr(settings, f.setting)
+                shown[f.key] = -1 if f.setting == "seed" and value is None else value
+        if pair is not None:
+            shown["pair/preset"] = CUSTOM
+            shown["pair/draft"], shown["pair/target"], shown["pair/device"] = \
+                pair[0] or "", pair[1], pair[2]
+        if prompt is not None:
+            shown["prompt"] = prompt
+        if chat is not None:
+            shown["mode/chat"] = chat
+        for f in FIELDS:
+            if f.key in shown:
+                write_value(self.widget(f), shown[f.key])
+        self.form_panel.setEnabled(False)
+        note = getattr(self, "recording_note", None)
+        if note is None:
+            self.recording_note = note = QLabel(
+                "▶ Showing the recording's settings (read-only). Run, Stop or ✕ Close on "
+                "the replay bar gives yours back.")
+            note.setWordWrap(True)
+            note.setStyleSheet("QLabel { background: #DCEBFA; color: #0B2E4F; "
+                               "border: 2px solid #0072B2; padding: 6px; font-weight: bold; }")
+            layout = self.layout()
+            assert isinstance(layout, QVBoxLayout)
+            layout.insertWidget(0, note)
+        note.show()
+
+    @property
+    def showing_recording(self) -> bool:
+        return getattr(self, "_held", None) is not None
+
+    def release(self) -> None:
+        """The user's own settings back, unchanged and editable (after ``show_recording``)."""
+        held = getattr(self, "_held", None)
+        if held is None:
+            return
+        self._held = None
+        for f in FIELDS:  # in the table's order: the preset before the edits it fills
+            write_value(self.widget(f), held[f.key])
+        self.form_panel.setEnabled(True)
+        note = getattr(self, "recording_note", None)
+        if note is not None:
+            note.hide()
+
 
 __all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "RACE_HELP", "ControlsPanel",
            "Field", "parse"]
