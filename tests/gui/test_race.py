@@ -500,12 +500,15 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
 import specviz.gui.app as APP  # noqa: E402, N812
 import specviz.gui.controls as CONTROLS  # noqa: E402, N812
 
-# Open/--replay finds races here with stage.open_if_race; s16/replay's Replayer detects them
-# itself (detect_races=True). Once both are merged only one may stay: the edit follows it.
-RACE_DETECTION_OFF = (
-    ("speed=1.0, detect_races=True)", "speed=1.0, detect_races=False)")
-    if "detect_races=True" in inspect.getsource(APP.MainWindow)
-    else ("if open_if_race(self, path):", "if False:"))
+# Open/--replay finds races in two places: stage.open_if_race (small files, at once, on the
+# GUI thread) and the Replayer's own detection (detect_races=True: pipes and files being
+# read). The broken variant switches off whichever are present.
+_APP_SOURCE = inspect.getsource(APP.MainWindow)
+RACE_DETECTION_OFF = [edit for edit, present in (
+    (("speed=1.0, detect_races=True)", "speed=1.0, detect_races=False)"),
+     "detect_races=True" in _APP_SOURCE),
+    (("if open_if_race(self, path):", "if False:"), "open_if_race(self, path)" in _APP_SOURCE))
+    if present]
 RACE_OPTION_MUTANTS = {
     "Run ignores the Race box": (
         "test_run_with_race_ticked_starts_the_race", APP, "MainWindow",
@@ -529,7 +532,7 @@ RACE_OPTION_MUTANTS = {
         None),
     "Open/--replay never looks for a race": (
         "test_a_cli_race_recording_replays_as_a_race", APP, "MainWindow",
-        [RACE_DETECTION_OFF]),
+        RACE_DETECTION_OFF),
     **({"any two runs open as a race": (
         "test_a_cli_race_recording_replays_as_a_race", STAGE, "race_recording",
         [("return events if as_race(events) is not None else None", "return events")])}
