@@ -312,6 +312,10 @@ def apply_theme(window: Any, theme: Theme) -> None:
     window.theme = theme
     apply_palette(window, theme)
     window.run_view.set_theme(theme)
+    note = getattr(getattr(window, "controls", None), "lenience_note", None)
+    if note is not None:  # its own style sheet: #A03F00 is 2.7:1 on the dark window
+        note.setStyleSheet(f"color: {theme.ink('rejected') if theme is not LIGHT else '#A03F00'};"
+                           " font-weight: bold")
     race = getattr(window, "race_window", None)
     if race is not None:
         apply_palette(race, theme)
