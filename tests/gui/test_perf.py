@@ -15,8 +15,10 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QApplication
 
 from benchmarks.frame_cost import scripted_rounds
+from specviz.gui import run_view
 from specviz.gui.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
-from specviz.gui.run_view import RunView
+from specviz.gui.replay import Replayer
+from specviz.gui.run_view import FRAME_FRAGMENTS, STATS_S, RunView
 from specviz.gui.stats import AcceptanceView
 
 # The offscreen platform cannot resize a window to its size hints; a real screen can.
@@ -220,3 +222,180 @@ def test_old_rounds_axis_moving_every_round_is_caught(view: RunView, monkeypatch
 
     monkeypatch.setattr(AcceptanceView, "_set_rounds", old_set_rounds)
     assert rate_axis_changes(view) > 20
+
+
+# -- bounded frames: what arrives at once is drawn over several frames ---------------------------
+
+FRAME_S = 0.033  # the frames' clock in these tests (``now``): no wall-clock time is read
+
+
+def state(view: RunView) -> tuple:
+    """What the user sees: text, fates and strikes, the bars' round, plots, numbers, info."""
+    stream = view.stream
+    return (stream.toPlainText(),
+            [(s.kind, s.start, s.end, stream.format_at(s.start).fontStrikeOut())
+             for s in stream.spans],
+            view.bars.round, view.bars.header.text(),
+            [p.title for p in view.bars.visible_panels()],
+            list(view.acceptance.cumulative_line.getData()[1]),
+            list(view.acceptance.round_points.getData()[1]),
+            list(view.acceptance.hist_bars.opts["height"]),
+            {key: label.text() for key, label in view.speed.values.items()},
+            view.info.text())
+
+
+def one_by_one(view: RunView, events: list) -> tuple:
+    """The reference: each event applied and drawn in full before the next."""
+    for i, e in enumerate(events):
+        view.apply(e)
+        view.flush(now=i * FRAME_S)
+    view.stream.apply_strikes(now=float("inf"))
+    return state(view)
+
+
+def frames_until_idle(view: RunView, start: float = 0.0) -> list[dict[str, int]]:
+    """Timer frames until nothing is left to draw; the work each frame did."""
+    work = []
+    now = start
+    for _ in range(1000):
+        if not (view.busy() or view._dirty or view._bars_due()):
+            break
+        before = dict(view.frames_drawn)
+        view.frame(now=now)
+        work.append({k: view.frames_drawn[k] - before[k] for k in before})
+        now += FRAME_S
+    view.stream.apply_strikes(now=float("inf"))
+    return work
+
+
+def burst_frames(view: RunView, events: list) -> list[dict[str, int]]:
+    """Everything handed over at once (a full-speed replay), then the timer's frames."""
+    for e in events:
+        view.apply(e)
+    return frames_until_idle(view)
+
+
+def fed_frames(view: RunView, events: list, per_frame: int) -> list[dict[str, int]]:
+    """A steady feed (a replay at full speed): ``per_frame`` events before each frame."""
+    work = []
+    for i in range(0, len(events), per_frame):
+        for e in events[i: i + per_frame]:
+            view.apply(e)
+        before = dict(view.frames_drawn)
+        view.frame(now=i / per_frame * FRAME_S)
+        work.append({k: view.frames_drawn[k] - before[k] for k in before})
+    return work + frames_until_idle(view, start=len(events) / per_frame * FRAME_S)
+
+
+@pytest.fixture
+def reference(qtbot) -> RunView:
+    v = RunView(frame_ms=1_000_000)
+    v.timer.stop()
+    qtbot.addWidget(v)
+    v.resize(1366, 768)
+    return v
+
+
+BURST = 300  # rounds handed over in one go
+
+
+def test_a_burst_is_drawn_in_bounded_frames_and_ends_as_drawn_one_by_one(
+        view: RunView, reference: RunView) -> None:
+    events = scripted_rounds(4, BURST)
+    work = burst_frames(view, events)
+    assert len(work) > 1  # spread over frames
+    for w in work:
+        assert w["fragments"] <= FRAME_FRAGMENTS, w  # the stream's share of a frame
+        assert w["bars"] + w["stats"] <= 1, w  # bars and plots take turns
+    assert sum(w["fragments"] for w in work) == 5 * BURST  # every token, once
+    assert state(view) == one_by_one(reference, events)
+
+
+def test_a_steady_feed_redraws_the_plots_at_most_every_stats_s(
+        view: RunView, reference: RunView) -> None:
+    events = scripted_rounds(4, BURST)
+    work = fed_frames(view, events, per_frame=3)  # three rounds a frame, a hundred frames
+    assert all(w["bars"] + w["stats"] <= 1 for w in work)
+    assert sum(w["stats"] for w in work) <= len(work) * FRAME_S / STATS_S + 1
+    assert sum(w["bars"] for w in work) >= len(work) / 2  # the newest round, most frames
+    assert state(view) == one_by_one(reference, events)
+
+
+def test_a_new_run_drops_the_rounds_of_the_last_one_not_yet_drawn(
+        view: RunView, reference: RunView) -> None:
+    runs = [scripted_rounds(4, 30) for _ in range(10)]  # ten runs handed over at once
+    events = [e for run in runs for e in run]
+    work = burst_frames(view, events)
+    assert sum(w["fragments"] for w in work) == 5 * 30  # the last run's tokens only
+    assert state(view) == one_by_one(reference, events)
+
+
+def test_a_live_round_shows_in_its_frame_and_its_plots_in_the_next(view: RunView) -> None:
+    events = scripted_rounds(4, 3)
+    for e in events[:3]:
+        view.apply(e)
+    frames_until_idle(view)
+    view.apply(events[3])
+    before = dict(view.frames_drawn)
+    view.frame(now=10.0)
+    assert view.bars.round is events[3] and view.frames_drawn["fragments"] == before[
+        "fragments"] + 5 and view.frames_drawn["stats"] == before["stats"]
+    view.frame(now=10.0 + FRAME_S)
+    assert view.frames_drawn["stats"] == before["stats"] + 1
+    assert "2 rounds" not in view.info.text() and "3 rounds" in view.info.text()
+
+
+def test_the_replayer_waits_while_the_view_has_rounds_to_draw(view: RunView) -> None:
+    replayer = Replayer(view, interval_ms=0)
+    for e in scripted_rounds(4, 100):
+        view.apply(e)
+    view.frame(now=0.0)
+    assert not view.queue and view.backlog  # folded in, not all drawn yet
+    assert replayer._live_batch() == 0
+    frames_until_idle(view, start=1.0)
+    assert replayer._live_batch() > 0
+
+
+# -- broken variants ------------------------------------------------------------------------------
+
+
+def test_a_frame_that_draws_everything_is_caught(view: RunView, monkeypatch) -> None:
+    """The old frame: every queued event drawn in the frame (the stream, bars and plots)."""
+    monkeypatch.setattr(RunView, "frame", RunView.flush)
+    work = burst_frames(view, scripted_rounds(4, BURST))
+    assert max(w["fragments"] for w in work) > FRAME_FRAGMENTS
+    assert max(w["bars"] + w["stats"] for w in work) > 1
+
+
+def test_plots_redrawn_every_frame_are_caught(view: RunView, monkeypatch) -> None:
+    monkeypatch.setattr(run_view, "STATS_S", 0.0)
+    work = fed_frames(view, scripted_rounds(4, BURST), per_frame=3)
+    assert sum(w["stats"] for w in work) > len(work) * FRAME_S / STATS_S + 1
+
+
+def test_a_new_run_drawing_the_last_ones_rounds_is_caught(
+        view: RunView, reference: RunView, monkeypatch) -> None:
+    begin = RunView._begin
+
+    def keep_backlog(self: RunView, started) -> None:  # the old run's undrawn rounds kept
+        kept = list(self.backlog)
+        begin(self, started)
+        self.backlog.extend(kept)
+
+    monkeypatch.setattr(RunView, "_begin", keep_backlog)
+    runs = [scripted_rounds(4, 30) for _ in range(10)]
+    events = [e for run in runs for e in run]
+    work = burst_frames(view, events)
+    assert sum(w["fragments"] for w in work) > 5 * 30
+    monkeypatch.setattr(RunView, "_begin", begin)
+    assert state(view) != one_by_one(reference, events)
+
+
+def test_a_replayer_that_looks_at_the_queue_only_is_caught(view: RunView,
+                                                          monkeypatch) -> None:
+    replayer = Replayer(view, interval_ms=0)
+    monkeypatch.setattr(view, "busy", lambda: bool(view.queue))
+    for e in scripted_rounds(4, 100):
+        view.apply(e)
+    view.frame(now=0.0)
+    assert view.backlog and replayer._live_batch() > 0  # piles up behind the stream
