@@ -21,6 +21,7 @@ depend on the machine and its load; the script prints the load average with them
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -97,6 +98,7 @@ class FrameClock:
         self.flush_ms: list[float] = []
         self.skipped = 0
         self.recording = False
+        self.gc = GcClock()
         # The timer calls self.frame() (self.flush() before frames were bounded); explicit
         # calls flush(): both instance attributes, so both are timed.
         for name in ("frame", "flush"):
@@ -131,6 +133,30 @@ class FrameClock:
     def stamp(self, event: Any) -> None:
         if isinstance(event, Round):
             self.entered[id(event)] = time.perf_counter()
+
+
+class GcClock:
+    """Garbage collections (automatic collection is off in the app: a GUI-thread timer runs
+    them) and how long each took: a full one walks every object, the model's included."""
+
+    def __init__(self) -> None:
+        self.ms: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._t = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        else:
+            self.ms[info["generation"]].append((time.perf_counter() - self._t) * 1000)
+
+    def line(self) -> str:
+        return "garbage collections: " + ", ".join(
+            f"gen {g}: {len(v)} (max {max(v, default=0):.0f} ms)" for g, v in self.ms.items())
+
+    def clear(self) -> None:
+        for v in self.ms.values():
+            v.clear()
 
 
 def wait(app: QApplication, seconds: float) -> None:
@@ -220,6 +246,7 @@ def main() -> int:
     tokens = 0
     live_s = 0.0
     beat.recording = clock.recording = True
+    clock.gc.clear()
     run = 0
     while run < args.runs or tokens < args.tokens:
         settings = Settings(k=args.k, temperature=0.7, max_new_tokens=per_run, seed=run)
@@ -241,7 +268,7 @@ def main() -> int:
                   f"({tokens / live_s:.1f} tokens/s with the UI)", beat.late_ms,
                   clock.latency_ms, f"frame work (RunView frame/flush with events): p50 "
                   f"{pct(clock.flush_ms, 50):.1f} ms, p99 {pct(clock.flush_ms, 99):.1f} ms")
-    print("\n".join(live), flush=True)
+    print("\n".join(live) + "\n  " + clock.gc.line(), flush=True)
     rss = [m[0] for m in memory]
     threads = [m[1] for m in memory]
     first = min(len(rss), 2)
@@ -279,6 +306,7 @@ def replay_phase(args: argparse.Namespace, app: QApplication, window: Any, view:
     clock.flush_ms.clear()
     clock.entered.clear()
     clock.skipped = 0
+    clock.gc.clear()
     real_apply = view.apply
 
     def apply(event: Any) -> None:
@@ -315,7 +343,7 @@ def replay_phase(args: argparse.Namespace, app: QApplication, window: Any, view:
         f"was replaced in the frame); after the replay RSS {rss_after:.0f} MiB, "
         f"{threads_after} threads (latency here: handed to the view -> drawn)")
 
-    print("\n".join(replay))
+    print("\n".join(replay) + "\n  " + clock.gc.line())
     print(f"goals: stalls p99 < {STALL_GOAL_MS:.0f} ms, latency p95 < {LATENCY_GOAL_MS:.0f} ms")
     window.close()
     path.unlink()

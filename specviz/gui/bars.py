@@ -7,7 +7,7 @@ from html import escape
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QGraphicsItem,
@@ -100,6 +100,36 @@ def _title_min(label: pg.LabelItem) -> None:
         Qt.SizeHint.MinimumDescent: (0, 0),
     }
     label.updateGeometry()
+
+
+def _retitle(label: pg.LabelItem, text: str) -> None:
+    """``LabelItem.setText`` (same options) for a title in a fixed row: the new HTML, centred.
+
+    setText also updates the label's size hints and geometry, which re-lays out the plot
+    (title, axes, view box) and the grid around it every round; the title's row has a fixed
+    height (BarPanel.show), so nothing there can move.
+    """
+    opts = label.opts
+    if opts.get("justify", "center") != "center":
+        label.setText(text)
+        return
+    style = ["color: " + pg.mkColor(opts["color"] if opts["color"] is not None else
+                                    pg.getConfigOption("foreground"))
+             .name(QColor.NameFormat.HexArgb)]
+    if "family" in opts:
+        style.append("font-family: " + opts["family"])
+    if "size" in opts:
+        style.append("font-size: " + opts["size"])
+    for key, css, on, off in (("bold", "font-weight", "bold", "normal"),
+                              ("italic", "font-style", "italic", "normal")):
+        if opts.get(key) in (True, False):
+            style.append(f"{css}: {on if opts[key] else off}")
+    label.text = text
+    label.item.setHtml(f"<span style='{'; '.join(style)}'>{text}</span>")
+    label.item.setPos(0, 0)  # centred in the label's rect, as LabelItem.resizeEvent does
+    bounds = label.itemRect()
+    bounds.moveCenter(label.rect().center())
+    label.item.setPos(bounds.topLeft() - label.itemRect().topLeft())
 
 
 class BarPanel:
@@ -197,11 +227,14 @@ class BarPanel:
             self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
         size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
-        if self._changed("title", (title, size, self.title_height)):
+        if self._changed("title style", (size, self.title_height)):
+            self._drawn["title"] = title
             self.plot.setTitle(title, size=size)
             # setTitle fixes the title row at 30 px (one line); ours has three.
             self.plot.titleLabel.setMaximumHeight(self.title_height)
             self.plot.layout.setRowFixedHeight(0, self.title_height)
+        elif self._changed("title", title):
+            _retitle(self.plot.titleLabel, title)  # the row stays: no re-layout of the plot
 
     def _changed(self, key: str, value: object) -> bool:
         """Whether ``value`` differs from what was last drawn for ``key`` (then remember it)."""

@@ -7,6 +7,8 @@ them every round, and shows the check fails.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 
@@ -15,11 +17,14 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QApplication
 
 from benchmarks.frame_cost import scripted_rounds
+from specviz.gui import bars as bars_module
 from specviz.gui import run_view
+from specviz.gui import worker as worker_module
 from specviz.gui.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
 from specviz.gui.replay import Replayer
 from specviz.gui.run_view import FRAME_FRAGMENTS, STATS_S, RunView
 from specviz.gui.stats import AcceptanceView
+from specviz.gui.worker import PairSpec
 
 # The offscreen platform cannot resize a window to its size hints; a real screen can.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -399,3 +404,144 @@ def test_a_replayer_that_looks_at_the_queue_only_is_caught(view: RunView,
         view.apply(e)
     view.frame(now=0.0)
     assert view.backlog and replayer._live_batch() > 0  # piles up behind the stream
+
+
+# -- a round's titles: new text in the fixed title row, no re-layout of the plots ----------------
+
+
+def title_layout_work(view: RunView, rounds: int = 6) -> Counter:
+    """Calls that re-lay out a bar panel (its title's size hints, its layout's rows) over
+    ``rounds`` rounds of one K after the first."""
+    events = scripted_rounds(4, rounds + 1)
+    for e in events[:2]:
+        view.apply(e)
+    view.flush(now=0.0)
+    counts: Counter = Counter()
+    for panel in view.bars.panels:
+        # updateMin: the label's new size hints, then updateGeometry (a re-layout of the plot)
+        spy(counts, "updateMin", panel.plot.titleLabel, "updateMin")
+        spy(counts, "setRowFixedHeight", panel.plot.layout, "setRowFixedHeight")
+        spy(counts, "setHtml", panel.plot.titleLabel.item, "setHtml")
+    for i, e in enumerate(events[2:]):
+        view.apply(e)
+        view.flush(now=float(i + 1))
+    return counts
+
+
+def titles(view: RunView) -> list[tuple[str, str, tuple[float, float]]]:
+    QApplication.processEvents()
+    return [(p.plot.titleLabel.text, p.plot.titleLabel.item.toHtml(),
+             (p.plot.titleLabel.item.pos().x(), p.plot.titleLabel.item.pos().y()))
+            for p in view.bars.visible_panels()]
+
+
+def test_new_titles_do_not_re_lay_out_the_panels(view: RunView) -> None:
+    counts = title_layout_work(view)
+    assert counts["setHtml"] > 0  # the titles did change
+    assert counts["updateMin"] == 0 and counts["setRowFixedHeight"] == 0, counts
+
+
+def test_a_retitled_panel_shows_what_a_new_one_shows(view: RunView, reference: RunView) -> None:
+    """The light path (new text only) against pyqtgraph's setTitle on fresh panels."""
+    reference.show()
+    events = scripted_rounds(4, 4)
+    for e in events:
+        view.apply(e)
+        view.flush(now=0.0)  # rounds 1-4 drawn in turn: the last titles are re-titles
+    for e in (events[0], events[-1]):
+        reference.apply(e)
+    reference.flush(now=0.0)  # round 4 alone: every title set by setTitle
+    assert titles(view) == titles(reference)
+
+
+def test_titles_set_with_set_title_every_round_are_caught(view: RunView, monkeypatch) -> None:
+    monkeypatch.setattr(bars_module, "_retitle", lambda label, text: label.setText(text))
+    counts = title_layout_work(view)
+    assert counts["updateMin"] > 0
+
+
+def test_a_retitle_that_does_not_centre_is_caught(view: RunView, reference: RunView,
+                                                  monkeypatch) -> None:
+    def uncentred(label, text: str) -> None:
+        label.text = text
+        label.item.setHtml(f"<span style='font-size: {label.opts['size']}'>{text}</span>")
+
+    monkeypatch.setattr(bars_module, "_retitle", uncentred)
+    reference.show()
+    events = scripted_rounds(4, 4)
+    for e in events:
+        view.apply(e)
+        view.flush(now=0.0)
+    for e in (events[0], events[-1]):
+        reference.apply(e)
+    reference.flush(now=0.0)
+    assert titles(view) != titles(reference)
+
+
+def k_axis_calls(view: RunView) -> int:
+    """Calls moving the K plot's rounds axis over redraws that bring no new round."""
+    for e in scripted_rounds(4, 8):
+        view.apply(e)
+    view.flush(now=0.0)
+    counts: Counter = Counter()
+    spy(counts, "setXRange", view.acceptance.k_plot, "setXRange")
+    for _ in range(5):
+        view.acceptance.update_from(view.record)
+    return counts["setXRange"]
+
+
+def test_a_redraw_without_new_rounds_leaves_the_k_axis_be(view: RunView) -> None:
+    assert k_axis_calls(view) == 0
+
+
+def test_a_k_axis_set_on_every_redraw_is_caught(view: RunView, monkeypatch) -> None:
+    draw = AcceptanceView._update_drafting
+
+    def forgetful(self, record) -> None:
+        self._k_rounds = -1  # the old code: no memory of the axis
+        draw(self, record)
+
+    monkeypatch.setattr(AcceptanceView, "_update_drafting", forgetful)
+    assert k_axis_calls(view) == 5
+
+
+# -- a loaded pair leaves the garbage collector's walks --------------------------------------------
+
+
+def pair_tracked_after_load(qtbot, tiny_pair, make_controller) -> bool:
+    """Whether a full collection would still walk the pair's objects once it has loaded."""
+    controller, _ = make_controller(lambda *a, **k: tiny_pair)
+    with qtbot.waitSignal(controller.loaded, timeout=20000):
+        controller.load(PairSpec("tiny-draft", "tiny-target", "cpu"))
+    tracked = gc.get_objects()  # every generation a collection walks (not the frozen one)
+    found = any(o is tiny_pair.target for o in tracked)
+    del tracked
+    return found
+
+
+def test_a_loaded_pair_is_frozen_out_of_full_collections(qtbot, tiny_pair,
+                                                         make_controller) -> None:
+    assert not pair_tracked_after_load(qtbot, tiny_pair, make_controller)
+    assert gc.get_freeze_count() > 0
+
+
+def test_a_pair_left_in_the_collections_is_caught(qtbot, tiny_pair, make_controller,
+                                                  monkeypatch) -> None:
+    monkeypatch.setattr(worker_module.gc, "freeze", lambda: None)  # the old load: no freeze
+    assert pair_tracked_after_load(qtbot, tiny_pair, make_controller)
+
+
+def test_letting_a_pair_go_reaches_its_frozen_cycles(qtbot) -> None:
+    """A reload collects everything, the frozen objects too, then freezes what survived."""
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle only a collection frees
+    gone = weakref.ref(a)
+    gc.freeze()  # as if a pair had loaded with it alive
+    del a, b
+    gc.collect()
+    assert gone() is not None  # frozen: out of reach of ordinary collections
+    worker_module._collect_everything()
+    assert gone() is None and gc.get_freeze_count() > 0
