@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -296,6 +297,8 @@ class RoundBarsView(QWidget):
         self._widths: int | None = None  # the lone panel's maximum width now applied
         self.round: Round | None = None
         self._selected = False
+        self._todo: list[Callable[[], None]] = []  # the shown round's panels not drawn yet
+        self.panels_drawn = 0  # work done, for tests
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """The header and key at their wrapped height for this width, and a strip of panels."""
@@ -370,10 +373,16 @@ class RoundBarsView(QWidget):
             panel.set_font(self._font, scale)
         self.show_round(self.round, self._selected)
 
-    def show_round(self, rnd: Round | None, selected: bool = False) -> None:
-        """Draw one round: a panel per decided draft position, then the extra token's panel."""
+    def show_round(self, rnd: Round | None, selected: bool = False,
+                   limit: int | None = None) -> None:
+        """Draw one round: a panel per decided draft position, then the extra token's panel.
+
+        ``limit``: draw at most that many panels now and the rest with ``draw_more`` (a
+        frame's share at K = 16); the panels of one round are finished before another starts.
+        """
         self.round = rnd
         self._selected = selected
+        self._todo.clear()
         if rnd is None:
             self._place(0)
             self.header.setText("No round yet: press Run (F5) or Step (F10).")
@@ -383,11 +392,31 @@ class RoundBarsView(QWidget):
         count = len(decided) + (rnd.extra is not None)
         self._place(max(count, len(rnd.drafted) + (rnd.extra is not None)), shown=count)
         for i, d in enumerate(decided):
-            self._show_draft(self.panels[i], d)
+            self._todo.append(lambda i=i, d=d: self._show_draft(self.panels[i], d))
         if rnd.extra is not None:
-            self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
+            extra, i = rnd.extra, len(decided)
+            self._todo.append(lambda: self._show_extra(self.panels[i], extra, i))
         self.header.setText(self._headline(rnd, discarded, selected))
         self.updateGeometry()  # a headline on two lines needs a taller minimum
+        self.draw_more(limit)
+
+    def draw_more(self, limit: int | None = None) -> int:
+        """Draw up to ``limit`` (None: all) of the round's panels still to draw; how many."""
+        n = len(self._todo) if limit is None else min(limit, len(self._todo))
+        for draw in self._todo[:n]:
+            draw()
+        del self._todo[:n]
+        self.panels_drawn += n
+        return n
+
+    @property
+    def drawing(self) -> bool:
+        """Whether panels of the shown round are still to draw (``draw_more``)."""
+        return bool(self._todo)
+
+    def stop_drawing(self) -> None:
+        """Forget the panels still to draw (the staged view draws them its own way)."""
+        self._todo.clear()
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
         cands = candidates(d)

@@ -37,6 +37,7 @@ FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
 # What one frame of the timer may draw, so a frame's work never grows with what arrived
 # (a full-speed replay hands hundreds of rounds a frame; a live run brings a round or two):
 FRAME_FRAGMENTS = 160  # tokens (kept or struck) appended to the stream; the rest wait a frame
+FRAME_PANELS = 6  # p-vs-q panels drawn (K + 1 a round); at K = 16 a round takes three frames
 STATS_S = 0.1  # the acceptance plots and numbers redraw at most this often
 
 STOP_REASONS = {
@@ -237,7 +238,11 @@ class RunView(QWidget):
         bars_due = self._bars_due()
         stats_due = self._dirty and now - self._stats_at >= STATS_S
         if bars_due and not (stats_due and self._last_heavy == "bars"):
-            self._draw_bars()
+            if self.bars.drawing:  # the round begun in an earlier frame: its next panels
+                self.bars.draw_more(FRAME_PANELS)
+                self.frames_drawn["bars"] += 1
+            else:
+                self._draw_bars(limit=FRAME_PANELS)
             self._last_heavy = "bars"
         elif stats_due:
             self._dirty = False
@@ -302,6 +307,7 @@ class RunView(QWidget):
     def stage(self, rnd: Round) -> None:
         """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares."""
         self.selected = None
+        self.bars.stop_drawing()
         self.stager.start(rnd)
         main = self.splitters[1]
         total = sum(main.sizes())
@@ -384,14 +390,15 @@ class RunView(QWidget):
         self._draw_stats()
 
     def _bars_due(self) -> bool:
-        """Whether the bars show another round than the one to show (or another selection)."""
-        return (self.shown_round() is not self.bars.round
+        """Whether the bars show another round than the one to show (or another selection),
+        or have panels of theirs still to draw."""
+        return (self.bars.drawing or self.shown_round() is not self.bars.round
                 or (self.selected is not None) != self._bars_selected)
 
-    def _draw_bars(self) -> None:
+    def _draw_bars(self, limit: int | None = None) -> None:
         # A past round picked while the run goes on: the frames after it leave its panels be.
         shown, selected = self.shown_round(), self.selected is not None
-        self.bars.show_round(shown, selected=selected)
+        self.bars.show_round(shown, selected=selected, limit=limit)
         self._bars_selected = selected
         self.frames_drawn["bars"] += 1
 

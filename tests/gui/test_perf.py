@@ -22,7 +22,7 @@ from specviz.gui import run_view
 from specviz.gui import worker as worker_module
 from specviz.gui.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
 from specviz.gui.replay import Replayer
-from specviz.gui.run_view import FRAME_FRAGMENTS, STATS_S, RunView
+from specviz.gui.run_view import FRAME_FRAGMENTS, FRAME_PANELS, STATS_S, RunView
 from specviz.gui.stats import AcceptanceView
 from specviz.gui.worker import PairSpec
 
@@ -258,6 +258,11 @@ def one_by_one(view: RunView, events: list) -> tuple:
     return state(view)
 
 
+def done(view: RunView) -> dict[str, int]:
+    """Work the view's frames did so far: bars and stats redraws, tokens and panels drawn."""
+    return {**view.frames_drawn, "panels": view.bars.panels_drawn}
+
+
 def frames_until_idle(view: RunView, start: float = 0.0) -> list[dict[str, int]]:
     """Timer frames until nothing is left to draw; the work each frame did."""
     work = []
@@ -265,9 +270,9 @@ def frames_until_idle(view: RunView, start: float = 0.0) -> list[dict[str, int]]
     for _ in range(1000):
         if not (view.busy() or view._dirty or view._bars_due()):
             break
-        before = dict(view.frames_drawn)
+        before = done(view)
         view.frame(now=now)
-        work.append({k: view.frames_drawn[k] - before[k] for k in before})
+        work.append({k: v - before[k] for k, v in done(view).items()})
         now += FRAME_S
     view.stream.apply_strikes(now=float("inf"))
     return work
@@ -286,9 +291,9 @@ def fed_frames(view: RunView, events: list, per_frame: int) -> list[dict[str, in
     for i in range(0, len(events), per_frame):
         for e in events[i: i + per_frame]:
             view.apply(e)
-        before = dict(view.frames_drawn)
+        before = done(view)
         view.frame(now=i / per_frame * FRAME_S)
-        work.append({k: view.frames_drawn[k] - before[k] for k in before})
+        work.append({k: v - before[k] for k, v in done(view).items()})
     return work + frames_until_idle(view, start=len(events) / per_frame * FRAME_S)
 
 
@@ -341,7 +346,7 @@ def test_a_live_round_shows_in_its_frame_and_its_plots_in_the_next(view: RunView
         view.apply(e)
     frames_until_idle(view)
     view.apply(events[3])
-    before = dict(view.frames_drawn)
+    before = done(view)
     view.frame(now=10.0)
     assert view.bars.round is events[3] and view.frames_drawn["fragments"] == before[
         "fragments"] + 5 and view.frames_drawn["stats"] == before["stats"]
@@ -545,3 +550,19 @@ def test_letting_a_pair_go_reaches_its_frozen_cycles(qtbot) -> None:
     assert gone() is not None  # frozen: out of reach of ordinary collections
     worker_module._collect_everything()
     assert gone() is None and gc.get_freeze_count() > 0
+
+
+def test_at_k_16_a_frame_draws_a_bounded_share_of_the_panels(view: RunView,
+                                                              reference: RunView) -> None:
+    events = scripted_rounds(16, 12)
+    work = fed_frames(view, events, per_frame=2)
+    assert max(w["panels"] for w in work) == FRAME_PANELS  # 17 panels: three frames a round
+    assert state(view) == one_by_one(reference, events)
+
+
+def test_all_k_plus_1_panels_in_one_frame_is_caught(view: RunView, monkeypatch) -> None:
+    monkeypatch.setattr(run_view, "FRAME_PANELS", None)  # the old frame: the whole round
+    for e in scripted_rounds(16, 2):
+        view.apply(e)
+    view.frame(now=0.0)
+    assert view.bars.panels_drawn > FRAME_PANELS
