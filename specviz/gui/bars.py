@@ -358,10 +358,15 @@ class RoundBarsView(QWidget):
                 self.graphics.ci.setGeometry(QRectF(self.graphics.viewport().rect()))
             return
         layout = self.graphics.ci
-        for i, _, _ in self._placed:
-            layout.removeItem(self.panels[i].plot)
+        # Only the cells that change: a round with fewer drafts (K capped by the tokens
+        # left, at a run's end) takes the last panels out and puts nothing else back.
+        stay = set(self._placed) & set(wanted)
+        for i, row, col in self._placed:
+            if (i, row, col) not in stay:
+                layout.removeItem(self.panels[i].plot)
         for i, row, col in wanted:
-            layout.addItem(self._panel(i).plot, row, col)
+            if (i, row, col) not in stay:
+                layout.addItem(self._panel(i).plot, row, col)
         self._placed = wanted
         # Re-filling the grid shrinks the top item to its size hint; give it the view back.
         layout.setGeometry(QRectF(self.graphics.viewport().rect()))

@@ -7,6 +7,7 @@ them every round, and shows the check fails.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from collections import Counter
@@ -566,3 +567,57 @@ def test_all_k_plus_1_panels_in_one_frame_is_caught(view: RunView, monkeypatch) 
         view.apply(e)
     view.frame(now=0.0)
     assert view.bars.panels_drawn > FRAME_PANELS
+
+
+# -- a round with fewer drafts (K capped at a run's end) moves only the cells that change ---------
+
+
+def capped(events: list, k: int) -> object:
+    """The last round again with only ``k`` drafts (all kept), as at a run's end."""
+    rnd = events[-1]
+    drafted = tuple(dataclasses.replace(d, status="accepted") for d in rnd.drafted[:k])
+    return dataclasses.replace(rnd, index=rnd.index + 1, k=k, drafted=drafted, n_accepted=k)
+
+
+def grid_after(view: RunView, rounds: list) -> tuple[Counter, list]:
+    """Grid calls over ``rounds`` drawn one after the other; then the panels' geometry."""
+    counts: Counter = Counter()
+    spy(counts, "addItem", view.bars.graphics.ci, "addItem")
+    spy(counts, "removeItem", view.bars.graphics.ci, "removeItem")
+    for rnd in rounds:
+        view.bars.show_round(rnd)
+        QApplication.processEvents()
+    return counts, [p.plot.geometry() for p in view.bars.visible_panels()]
+
+
+def test_a_capped_round_moves_only_the_cells_that_change(view: RunView,
+                                                         reference: RunView) -> None:
+    reference.show()
+    events = scripted_rounds(4, 4)
+    short = capped(events, 2)  # 3 panels after rounds of 5
+    grid_after(view, [events[1]])
+    counts, geometry = grid_after(view, [short])
+    assert counts["removeItem"] == 2 and counts["addItem"] == 0, counts
+    _, fresh = grid_after(reference, [short])  # the same round drawn on a fresh grid
+    assert geometry == fresh
+    counts, geometry = grid_after(view, [events[1]])  # and back to five
+    assert counts["addItem"] == 2 and counts["removeItem"] == 0, counts
+    assert geometry == grid_after(reference, [events[1]])[1]
+
+
+def test_a_grid_re_filled_for_a_capped_round_is_caught(view: RunView, monkeypatch) -> None:
+    place = RoundBarsView._place
+
+    def refill(self, count: int, force: bool = False, shown: int | None = None) -> None:
+        if [(i, i // self.columns(count), i % self.columns(count))
+                for i in range(count)] != self._placed:
+            for i, _, _ in self._placed:  # the old _place: every cell out, every cell in
+                self.graphics.ci.removeItem(self.panels[i].plot)
+            self._placed = []
+        place(self, count, force, shown)
+
+    monkeypatch.setattr(RoundBarsView, "_place", refill)
+    events = scripted_rounds(4, 4)
+    grid_after(view, [events[1]])
+    counts, _ = grid_after(view, [capped(events, 2)])
+    assert counts["removeItem"] > 2 and counts["addItem"] > 0, counts
