@@ -1,13 +1,18 @@
 """UI latency: main-thread stalls and event-to-screen latency, live and in a replay.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_latency.py [--tokens 1000]
-        [--runs 20] [--replay-mb 50]
+        [--runs 20] [--replay-mb 50] [--replay-s 60] [--save live.jsonl]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_latency.py --recording live.jsonl
+        (phase 3 alone, no model: a saved recording repeated to --replay-mb)
 
 On the main window, with the bundled pair (PRESETS[DEFAULT_PAIR]) on the CPU:
 
 1. live: runs until ``--tokens`` tokens were generated. A 5 ms heartbeat QTimer on the GUI
    thread measures stalls (how late each beat fires); each event is stamped when the
-   worker emits it and again when the RunView's frame that folded it in has drawn it.
+   worker emits it and again when the RunView's frame that appended it to the stream
+   returns (a frame draws a bounded share: a round may wait a frame or two in the view's
+   backlog; the plots follow within RunView.STATS_S). Garbage collections (run by a
+   GUI-thread timer) are listed with their longest pause.
 2. memory: ``--runs`` runs of the same pair (the first phase's included); RSS and thread
    count after each.
 3. replay: the live runs' events, repeated into a ~``--replay-mb`` MB recording, replayed at
@@ -15,7 +20,8 @@ On the main window, with the bundled pair (PRESETS[DEFAULT_PAIR]) on the CPU:
    Replayer handing an event to the view to the frame that drew it, and events/s.
 
 Goals (issue 10): stalls p99 < 33 ms (one frame), latency p95 < 50 ms. Absolute figures
-depend on the machine and its load; the script prints the load average with them.
+depend on the machine and its load; the script prints the load average with them. To
+compare two trees, run each with PYTHONPATH=<tree> (the script then imports that tree).
 """
 
 from __future__ import annotations
