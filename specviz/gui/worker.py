@@ -485,10 +485,11 @@ class DecodeController(QObject):
         self.pair, self._loaded_text = result
         self.pair_spec = task.spec
         self.failed_spec = self.last_failure = None
-        # A full collection walks every tracked object: with the bundled pair ~620k, 0.15-0.6 s
-        # on the GUI thread (measured), one every few seconds of a run (gui.startup's timer).
-        # Frozen, the pair and the libraries are out of it; reference counting still frees
-        # them, and _collect_everything reaches their cycles (the next load, an OOM).
+        # Collections walk every object they hold: the pair loaded with collection off, so the
+        # next ones (gui.startup's timer) walked its ~620k objects on the GUI thread (gen 1:
+        # 84-194 ms pauses in a live run; a full one 0.15-0.6 s). Frozen, the pair and the
+        # libraries are out of them; reference counting still frees them, and
+        # _collect_everything reaches their cycles (the next load, an out-of-memory clean-up).
         gc.freeze()
         self.loaded.emit(self._loaded_text)
         job, self._pending = self._pending, None
