@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from html import escape
 
 import pyqtgraph as pg
@@ -397,10 +398,10 @@ class RoundBarsView(QWidget):
         count = len(decided) + (rnd.extra is not None)
         self._place(max(count, len(rnd.drafted) + (rnd.extra is not None)), shown=count)
         for i, d in enumerate(decided):
-            self._todo.append(lambda i=i, d=d: self._show_draft(self.panels[i], d))
+            self._todo.append(partial(self._show_draft, self.panels[i], d))
         if rnd.extra is not None:
-            extra, i = rnd.extra, len(decided)
-            self._todo.append(lambda: self._show_extra(self.panels[i], extra, i))
+            i = len(decided)
+            self._todo.append(partial(self._show_extra, self.panels[i], rnd.extra, i))
         self.header.setText(self._headline(rnd, discarded, selected))
         self.updateGeometry()  # a headline on two lines needs a taller minimum
         self.draw_more(limit)
