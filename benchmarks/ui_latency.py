@@ -1,13 +1,18 @@
 """UI latency: main-thread stalls and event-to-screen latency, live and in a replay.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_latency.py [--tokens 1000]
-        [--runs 20] [--replay-mb 50]
+        [--runs 20] [--replay-mb 50] [--replay-s 60] [--save live.jsonl]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_latency.py --recording live.jsonl
+        (phase 3 alone, no model: a saved recording repeated to --replay-mb)
 
 On the main window, with the bundled pair (PRESETS[DEFAULT_PAIR]) on the CPU:
 
 1. live: runs until ``--tokens`` tokens were generated. A 5 ms heartbeat QTimer on the GUI
    thread measures stalls (how late each beat fires); each event is stamped when the
-   worker emits it and again when the RunView's frame that folded it in has drawn it.
+   worker emits it and again when the RunView's frame that appended it to the stream
+   returns (a frame draws a bounded share: a round may wait a frame or two in the view's
+   backlog; the plots follow within RunView.STATS_S). Garbage collections (run by a
+   GUI-thread timer) are listed with their longest pause.
 2. memory: ``--runs`` runs of the same pair (the first phase's included); RSS and thread
    count after each.
 3. replay: the live runs' events, repeated into a ~``--replay-mb`` MB recording, replayed at
@@ -15,12 +20,14 @@ On the main window, with the bundled pair (PRESETS[DEFAULT_PAIR]) on the CPU:
    Replayer handing an event to the view to the frame that drew it, and events/s.
 
 Goals (issue 10): stalls p99 < 33 ms (one frame), latency p95 < 50 ms. Absolute figures
-depend on the machine and its load; the script prints the load average with them.
+depend on the machine and its load; the script prints the load average with them. To
+compare two trees, run each with PYTHONPATH=<tree> (the script then imports that tree).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -28,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not os.environ.get("PYTHONPATH"):  # PYTHONPATH=<another tree> measures that tree
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
 from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer  # noqa: E402
@@ -82,35 +90,79 @@ class Heartbeat:
 
 
 class FrameClock:
-    """Stamps events when they enter (emit or hand-over) and when a frame has drawn them."""
+    """Stamps rounds when they enter (emit or hand-over) and when a frame has drawn them.
+
+    A round is drawn when the frame that appended it to the stream returns (the view may
+    fold a round into its record in one frame and append it in a later one: its backlog).
+    A round whose run a later run replaced before it was drawn never shows: not counted.
+    """
 
     def __init__(self, view: Any) -> None:
         self.view = view
         self.entered: dict[int, float] = {}
         self.latency_ms: list[float] = []
         self.flush_ms: list[float] = []
+        self.skipped = 0
         self.recording = False
-        real_flush = view.flush
+        self.gc = GcClock()
+        # The timer calls self.frame() (self.flush() before frames were bounded); explicit
+        # calls flush(): both instance attributes, so both are timed.
+        for name in ("frame", "flush"):
+            if hasattr(view, name):
+                setattr(view, name, self._timed(getattr(view, name)))
 
-        def flush(now: float | None = None) -> None:
-            queued = [id(e) for e in view.queue]
+    def _timed(self, real: Any) -> Any:
+        view = self.view
+
+        def timed(now: float | None = None) -> None:
+            waiting = [id(e) for e in (*view.queue, *getattr(view, "backlog", ()))]
             t0 = time.perf_counter()
-            real_flush(now)
+            real(now)
             t1 = time.perf_counter()
             if not self.recording:
                 return
-            if queued:
+            if waiting:
                 self.flush_ms.append((t1 - t0) * 1000)
-            for key in queued:
-                t = self.entered.pop(key, None)
-                if t is not None:
+            left = {id(r) for r in getattr(view, "backlog", ())}
+            shown = {id(r) for r in view.record.rounds}
+            for key in waiting:
+                if key in left or key not in self.entered:
+                    continue
+                t = self.entered.pop(key)
+                if key in shown:
                     self.latency_ms.append((t1 - t) * 1000)
+                else:
+                    self.skipped += 1
 
-        view.flush = flush  # the frame timer calls self.flush(): this instance attribute
+        return timed
 
     def stamp(self, event: Any) -> None:
         if isinstance(event, Round):
             self.entered[id(event)] = time.perf_counter()
+
+
+class GcClock:
+    """Garbage collections (automatic collection is off in the app: a GUI-thread timer runs
+    them) and how long each took: a full one walks every object, the model's included."""
+
+    def __init__(self) -> None:
+        self.ms: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._t = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        else:
+            self.ms[info["generation"]].append((time.perf_counter() - self._t) * 1000)
+
+    def line(self) -> str:
+        return "garbage collections: " + ", ".join(
+            f"gen {g}: {len(v)} (max {max(v, default=0):.0f} ms)" for g, v in self.ms.items())
+
+    def clear(self) -> None:
+        for v in self.ms.values():
+            v.clear()
 
 
 def wait(app: QApplication, seconds: float) -> None:
@@ -155,6 +207,9 @@ def main() -> int:
     ap.add_argument("--save", type=Path, help="also write the live runs' recording here")
     ap.add_argument("--replay-s", type=float, default=60.0,
                     help="stop the replay after this long (it measures, it need not finish)")
+    ap.add_argument("--recording", type=Path,
+                    help="skip the live runs (phases 1 and 2, no model loaded): replay this "
+                         "recording, repeated to --replay-mb")
     args = ap.parse_args()
 
     import torch
@@ -173,6 +228,12 @@ def main() -> int:
     controller.worker.yielded.connect(clock.stamp, Qt.ConnectionType.DirectConnection)
     beat.start()
 
+    if args.recording is not None:
+        print(f"specviz UI latency benchmark: replay of {args.recording} only; Qt platform "
+              f"{app.platformName()}; load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores", flush=True)
+        lines = [x for x in args.recording.read_text(encoding="utf-8").splitlines() if x]
+        return replay_phase(args, app, window, view, beat, clock, lines, tmp)
     draft, target = PRESETS[DEFAULT_PAIR]
     spec = PairSpec(draft, target, "cpu")
     t0 = time.perf_counter()
@@ -191,6 +252,7 @@ def main() -> int:
     tokens = 0
     live_s = 0.0
     beat.recording = clock.recording = True
+    clock.gc.clear()
     run = 0
     while run < args.runs or tokens < args.tokens:
         settings = Settings(k=args.k, temperature=0.7, max_new_tokens=per_run, seed=run)
@@ -210,9 +272,9 @@ def main() -> int:
     beat.recording = clock.recording = False
     live = report(f"live: {run} runs, {tokens} tokens in {live_s:.1f} s "
                   f"({tokens / live_s:.1f} tokens/s with the UI)", beat.late_ms,
-                  clock.latency_ms, f"frame work (RunView.flush with events): p50 "
+                  clock.latency_ms, f"frame work (RunView frame/flush with events): p50 "
                   f"{pct(clock.flush_ms, 50):.1f} ms, p99 {pct(clock.flush_ms, 99):.1f} ms")
-    print("\n".join(live), flush=True)
+    print("\n".join(live) + "\n  " + clock.gc.line(), flush=True)
     rss = [m[0] for m in memory]
     threads = [m[1] for m in memory]
     first = min(len(rss), 2)
@@ -229,6 +291,12 @@ def main() -> int:
     lines = [to_json(e) for e in recorded]
     if args.save:
         args.save.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    return replay_phase(args, app, window, view, beat, clock, lines, tmp)
+
+
+def replay_phase(args: argparse.Namespace, app: QApplication, window: Any, view: Any,
+                 beat: Heartbeat, clock: FrameClock, lines: list[str], tmp: Path) -> int:
+    """Phase 3: ``lines`` (one recording) repeated to ~``--replay-mb`` MB, at full speed."""
     one = sum(len(x.encode()) + 1 for x in lines)
     copies = max(1, int(args.replay_mb * 1024 * 1024 // one))
     path = tmp / "big.jsonl"
@@ -243,6 +311,8 @@ def main() -> int:
     clock.latency_ms.clear()
     clock.flush_ms.clear()
     clock.entered.clear()
+    clock.skipped = 0
+    clock.gc.clear()
     real_apply = view.apply
 
     def apply(event: Any) -> None:
@@ -275,10 +345,11 @@ def main() -> int:
         f"{opened * 1000:.1f} ms, first event on screen after {first_shown[0] * 1000:.0f} ms",
         beat.late_ms, clock.latency_ms,
         f"frame work: p50 {pct(clock.flush_ms, 50):.1f} ms, p99 "
-        f"{pct(clock.flush_ms, 99):.1f} ms; after the replay RSS {rss_after:.0f} MiB, "
+        f"{pct(clock.flush_ms, 99):.1f} ms; {clock.skipped} rounds never drawn (their run "
+        f"was replaced in the frame); after the replay RSS {rss_after:.0f} MiB, "
         f"{threads_after} threads (latency here: handed to the view -> drawn)")
 
-    print("\n".join(replay))
+    print("\n".join(replay) + "\n  " + clock.gc.line())
     print(f"goals: stalls p99 < {STALL_GOAL_MS:.0f} ms, latency p95 < {LATENCY_GOAL_MS:.0f} ms")
     window.close()
     path.unlink()

@@ -35,6 +35,7 @@ def _collect_between_tests() -> Iterator[None]:
     that loop, so without this the garbage of hundreds of tests would pile up.
     """
     yield
+    gc.unfreeze()  # a pair that loaded froze the heap (gui.worker): its cycles are due too
     if gc.isenabled():
         return
     from PySide6.QtCore import QCoreApplication, QEvent

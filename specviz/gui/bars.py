@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from html import escape
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QGraphicsItem,
@@ -102,6 +104,36 @@ def _title_min(label: pg.LabelItem) -> None:
         Qt.SizeHint.MinimumDescent: (0, 0),
     }
     label.updateGeometry()
+
+
+def _retitle(label: pg.LabelItem, text: str) -> None:
+    """``LabelItem.setText`` (same options) for a title in a fixed row: the new HTML, centred.
+
+    setText also updates the label's size hints and geometry, which re-lays out the plot
+    (title, axes, view box) and the grid around it every round; the title's row has a fixed
+    height (BarPanel.show), so nothing there can move.
+    """
+    opts = label.opts
+    if opts.get("justify", "center") != "center":
+        label.setText(text)
+        return
+    style = ["color: " + pg.mkColor(opts["color"] if opts["color"] is not None else
+                                    pg.getConfigOption("foreground"))
+             .name(QColor.NameFormat.HexArgb)]
+    if "family" in opts:
+        style.append("font-family: " + opts["family"])
+    if "size" in opts:
+        style.append("font-size: " + opts["size"])
+    for key, css, on, off in (("bold", "font-weight", "bold", "normal"),
+                              ("italic", "font-style", "italic", "normal")):
+        if opts.get(key) in (True, False):
+            style.append(f"{css}: {on if opts[key] else off}")
+    label.text = text
+    label.item.setHtml(f"<span style='{'; '.join(style)}'>{text}</span>")
+    label.item.setPos(0, 0)  # centred in the label's rect, as LabelItem.resizeEvent does
+    bounds = label.itemRect()
+    bounds.moveCenter(label.rect().center())
+    label.item.setPos(bounds.topLeft() - label.itemRect().topLeft())
 
 
 class BarPanel:
@@ -210,11 +242,14 @@ class BarPanel:
             self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
         size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
-        if self._changed("title", (title, size, self.title_height, self.theme.key)):
+        if self._changed("title style", (size, self.title_height, self.theme.key)):
+            self._drawn["title"] = title
             self.plot.setTitle(title, size=size, color=self.theme.plot_text)
             # setTitle fixes the title row at 30 px (one line); ours has three.
             self.plot.titleLabel.setMaximumHeight(self.title_height)
             self.plot.layout.setRowFixedHeight(0, self.title_height)
+        elif self._changed("title", title):
+            _retitle(self.plot.titleLabel, title)  # the row stays: no re-layout of the plot
 
     def _changed(self, key: str, value: object) -> bool:
         """Whether ``value`` differs from what was last drawn for ``key`` (then remember it)."""
@@ -273,6 +308,8 @@ class RoundBarsView(QWidget):
         self._widths: int | None = None  # the lone panel's maximum width now applied
         self.round: Round | None = None
         self._selected = False
+        self._todo: list[Callable[[], None]] = []  # the shown round's panels not drawn yet
+        self.panels_drawn = 0  # work done, for tests
         self.fit = False  # presentation mode: set_fit
         self.n_show = N_SHOW
 
@@ -410,10 +447,15 @@ class RoundBarsView(QWidget):
                 self.graphics.ci.setGeometry(QRectF(self.graphics.viewport().rect()))
             return
         layout = self.graphics.ci
-        for i, _, _ in self._placed:
-            layout.removeItem(self.panels[i].plot)
+        # Only the cells that change: a round with fewer drafts (K capped by the tokens
+        # left, at a run's end) takes the last panels out and puts nothing else back.
+        stay = set(self._placed) & set(wanted)
+        for i, row, col in self._placed:
+            if (i, row, col) not in stay:
+                layout.removeItem(self.panels[i].plot)
         for i, row, col in wanted:
-            layout.addItem(self._panel(i).plot, row, col)
+            if (i, row, col) not in stay:
+                layout.addItem(self._panel(i).plot, row, col)
         self._placed = wanted
         # Re-filling the grid shrinks the top item to its size hint; give it the view back.
         layout.setGeometry(QRectF(self.graphics.viewport().rect()))
@@ -425,10 +467,16 @@ class RoundBarsView(QWidget):
             panel.set_font(self._font, scale)
         self.show_round(self.round, self._selected)
 
-    def show_round(self, rnd: Round | None, selected: bool = False) -> None:
-        """Draw one round: a panel per decided draft position, then the extra token's panel."""
+    def show_round(self, rnd: Round | None, selected: bool = False,
+                   limit: int | None = None) -> None:
+        """Draw one round: a panel per decided draft position, then the extra token's panel.
+
+        ``limit``: draw at most that many panels now and the rest with ``draw_more`` (a
+        frame's share at K = 16); the panels of one round are finished before another starts.
+        """
         self.round = rnd
         self._selected = selected
+        self._todo.clear()
         if rnd is None:
             self._place(0)
             self.header.setText("No round yet: press Run (F5) or Step (F10).")
@@ -438,11 +486,31 @@ class RoundBarsView(QWidget):
         count = len(decided) + (rnd.extra is not None)
         self._place(max(count, len(rnd.drafted) + (rnd.extra is not None)), shown=count)
         for i, d in enumerate(decided):
-            self._show_draft(self.panels[i], d)
+            self._todo.append(partial(self._show_draft, self.panels[i], d))
         if rnd.extra is not None:
-            self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
+            i = len(decided)
+            self._todo.append(partial(self._show_extra, self.panels[i], rnd.extra, i))
         self.header.setText(self._headline(rnd, discarded, selected, self.theme.muted))
         self.updateGeometry()  # a headline on two lines needs a taller minimum
+        self.draw_more(limit)
+
+    def draw_more(self, limit: int | None = None) -> int:
+        """Draw up to ``limit`` (None: all) of the round's panels still to draw; how many."""
+        n = len(self._todo) if limit is None else min(limit, len(self._todo))
+        for draw in self._todo[:n]:
+            draw()
+        del self._todo[:n]
+        self.panels_drawn += n
+        return n
+
+    @property
+    def drawing(self) -> bool:
+        """Whether panels of the shown round are still to draw (``draw_more``)."""
+        return bool(self._todo)
+
+    def stop_drawing(self) -> None:
+        """Forget the panels still to draw (the staged view draws them its own way)."""
+        self._todo.clear()
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
         cands = candidates(d, self.n_show)

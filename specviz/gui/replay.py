@@ -684,8 +684,9 @@ class Replayer(QObject):
         now = time.perf_counter()
         late = now - (self._last_tick or now) - LIVE_TICK_MS / 1000
         self._last_tick = now
-        if getattr(self.view, "queue", None):
-            return 0  # the view's next frame has not drawn what it has: don't pile up
+        busy = getattr(self.view, "busy", None)
+        if busy() if busy is not None else getattr(self.view, "queue", None):
+            return 0  # the view's frames have not drawn what it has: don't pile up
         if late > FRAME_BUDGET_S:
             self._batch = max(MIN_BATCH, self._batch // 2)
         elif late < FRAME_BUDGET_S / 2:

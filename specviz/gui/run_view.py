@@ -35,6 +35,11 @@ from .themes import LIGHT, Theme, apply_palette
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
+# What one frame of the timer may draw, so a frame's work never grows with what arrived
+# (a full-speed replay hands hundreds of rounds a frame; a live run brings a round or two):
+FRAME_FRAGMENTS = 160  # tokens (kept or struck) appended to the stream; the rest wait a frame
+FRAME_PANELS = 6  # p-vs-q panels drawn (K + 1 a round); at K = 16 a round takes three frames
+STATS_S = 0.1  # the acceptance plots and numbers redraw at most this often
 
 STOP_REASONS = {
     "eos": "the model ended its answer (EOS)",
@@ -43,6 +48,11 @@ STOP_REASONS = {
     "context": "reached the model's context length",
     "error": "failed",
 }
+
+
+def fragments(rnd: Round) -> int:
+    """Tokens a round adds to the stream: its decided drafts (kept or struck) and the extra."""
+    return len(rnd.drafted) + 1
 
 
 def legend_html(theme: Theme = LIGHT, notes: bool = True) -> str:
@@ -91,8 +101,14 @@ class RunView(QWidget):
         self.show_template = False  # the chat template hidden: the user's words only
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
-        self._dirty = False
+        self._dirty = False  # the plots and numbers are behind the record
         self._bars_selected = False  # whether the bars' round was drawn as a selected one
+        # Rounds folded into the record that the stream has not drawn yet (a frame's share is
+        # bounded); a new run drops them, as the stream clears anyway.
+        self.backlog: deque[Round] = deque()
+        self._stats_at = -float("inf")  # when a frame last redrew the plots and numbers
+        self._last_heavy = "stats"  # which of bars / stats the last frame drew (they alternate)
+        self.frames_drawn = {"bars": 0, "stats": 0, "fragments": 0}  # work done, for tests
 
         ui_font = QFont()
         ui_font.setPointSize(UI_POINT_SIZE)
@@ -272,41 +288,95 @@ class RunView(QWidget):
         self.queue.append(event)
 
     def flush(self, now: float | None = None) -> None:
-        """Fold queued events into the record and redraw what changed (the frame's work)."""
+        """Fold every queued event in and draw all of it now (tests, errors, a new template)."""
         now = time.monotonic() if now is None else now
+        self._fold(now)
+        self._draw_stream(now, limit=None)
+        if self._dirty or (not self.stager.active and self._bars_due()):
+            self._dirty = False
+            self._redraw(bars=False)
+
+    def frame(self, now: float | None = None) -> None:
+        """The timer's frame: fold in what arrived, and draw a bounded share of it.
+
+        Folding is O(1) per event. Drawing is bounded whatever arrived: the stream appends
+        at most FRAME_FRAGMENTS tokens (the rest next frame); the bars draw the newest round
+        only; the plots and numbers redraw at most every STATS_S, and not in the frame that
+        drew the bars while both are due (the two costliest redraws take turns). Drawing
+        what is left costs nothing when nothing is left: the view ends as ``flush`` leaves it.
+        """
+        now = time.monotonic() if now is None else now
+        self._fold(now)
+        self._draw_stream(now, limit=FRAME_FRAGMENTS)
+        if self.stager.active:  # staged: its own pace, as flush draws it
+            if self._dirty:
+                self._dirty = False
+                self._redraw(bars=False)
+            return
+        bars_due = self._bars_due()
+        stats_due = self._dirty and now - self._stats_at >= STATS_S
+        if bars_due and not (stats_due and self._last_heavy == "bars"):
+            if self.bars.drawing:  # the round begun in an earlier frame: its next panels
+                self.bars.draw_more(FRAME_PANELS)
+                self.frames_drawn["bars"] += 1
+            else:
+                self._draw_bars(limit=FRAME_PANELS)
+            self._last_heavy = "bars"
+        elif stats_due:
+            self._dirty = False
+            self._stats_at = now
+            self._draw_stats()
+            self._last_heavy = "stats"
+
+    def busy(self) -> bool:
+        """Whether events wait to be folded in or drawn (a feeder may hold back meanwhile)."""
+        return bool(self.queue or self.backlog)
+
+    def _fold(self, now: float) -> None:
+        """Queued events into the record (cheap); their rounds into the stream's backlog."""
         rounds: list[Round] = []
         while self.queue:
             event = self.queue.popleft()
             if isinstance(event, RunStarted):
-                self.stream.add_rounds(rounds, now)  # rounds of a previous run, if any
                 rounds = []
                 self._begin(event)
             self.record.add(event)
             if isinstance(event, Round):
                 rounds.append(event)
+                self.backlog.append(event)
             elif isinstance(event, RunFinished):
                 self._finish(event)
             elif isinstance(event, RunFailed):
                 self.show_error(event.message, event.kind)
             self._dirty = True
-        self.stream.add_rounds(rounds, now)  # also strikes rejected drafts that are due
         if rounds:
             if self.stage_next and rounds[-1].k > 0:
                 self.stage_next = False
                 self.stage(rounds[-1])
             else:
                 self.stager.stop()
-        if self._dirty:
-            self._dirty = False
-            self._redraw(bars=False)
+
+    def _draw_stream(self, now: float, limit: int | None) -> None:
+        """Append backlog rounds, up to ``limit`` tokens (None: all; at least one round), and
+        strike the rejected drafts that are due."""
+        rounds: list[Round] = []
+        used = 0
+        while self.backlog and (limit is None or not rounds and limit > 0
+                                or used + fragments(self.backlog[0]) <= limit):
+            rnd = self.backlog.popleft()
+            used += fragments(rnd)
+            rounds.append(rnd)
+        self.frames_drawn["fragments"] += used
+        self.stream.add_rounds(rounds, now)
 
     def _on_timeout(self) -> None:
-        self.flush()
+        self.frame()
 
     # -- state changes ----------------------------------------------------------------------
 
     def _begin(self, started: RunStarted) -> None:
         self.record = RunRecord()
+        self.backlog.clear()  # a previous run's undrawn rounds: its text goes now anyway
         self.selected = None
         self.follow_button.setEnabled(False)
         self.clear_error()
@@ -315,6 +385,7 @@ class RunView(QWidget):
     def stage(self, rnd: Round) -> None:
         """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares."""
         self.selected = None
+        self.bars.stop_drawing()
         self.stager.start(rnd)
         if getattr(self, "presenting", False):
             self.fit_panes()  # the step's caption row, and every panel still in view
@@ -332,6 +403,7 @@ class RunView(QWidget):
         started = self.record.started
         if started is None:
             return
+        self.backlog.clear()  # drawn below with the rest
         self.stream.begin(started, self.user_prompt, on)
         self.stream.add_rounds(list(self.record.rounds), now=0.0)
         self.stream.apply_strikes(now=float("inf"))
@@ -392,15 +464,33 @@ class RunView(QWidget):
 
     def _redraw(self, bars: bool = True) -> None:
         """Every view from the record; ``bars=False``: the bars only if their round changed."""
-        rec = self.record
         if self.stager.active:
             self.stager.draw()
-        else:
-            shown, selected = self.shown_round(), self.selected is not None
-            # A past round picked while the run goes on: the frames after it leave its panels be.
-            if bars or shown is not self.bars.round or selected != self._bars_selected:
-                self.bars.show_round(shown, selected=selected)
-                self._bars_selected = selected
+        elif bars or self._bars_due():
+            self._draw_bars()
+        self._draw_stats()
+
+    def _bars_due(self) -> bool:
+        """Whether the bars show another round than the one to show (or another selection),
+        or have panels of theirs still to draw."""
+        return (self.bars.drawing or self.shown_round() is not self.bars.round
+                or (self.selected is not None) != self._bars_selected)
+
+    def _draw_bars(self, limit: int | None = None) -> None:
+        # A past round picked while the run goes on: the frames after it leave its panels be.
+        shown, selected = self.shown_round(), self.selected is not None
+        self.bars.show_round(shown, selected=selected, limit=limit)
+        self._bars_selected = selected
+        self.frames_drawn["bars"] += 1
+        if getattr(self, "presenting", False) and \
+                self.bars.wanted_height() != getattr(self, "_fitted", None):
+            self.fit_panes()  # K changed (rows of panels), or the headline's lines
+            self._fitted = self.bars.wanted_height()
+            QTimer.singleShot(0, self.fit_panes)  # again once the new text is laid out
+
+    def _draw_stats(self) -> None:
+        """The acceptance plots, the speed numbers, the info line and the exactness warning."""
+        rec = self.record
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
         if rec.started is not None:
@@ -410,11 +500,7 @@ class RunView(QWidget):
         self.speed.update_from(rec.speed(baseline, step), rec.speculative)
         self.info.setText(self.info_text())
         self._show_exactness()
-        if getattr(self, "presenting", False) and \
-                self.bars.wanted_height() != getattr(self, "_fitted", None):
-            self.fit_panes()  # K changed (rows of panels), or the headline's lines
-            self._fitted = self.bars.wanted_height()
-            QTimer.singleShot(0, self.fit_panes)  # again once the new text is laid out
+        self.frames_drawn["stats"] += 1
 
     def _show_exactness(self) -> None:
         rec = self.record

@@ -130,6 +130,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
                                      "(n = drafts tested)")
         self._drafters: tuple[str, ...] | None = None
         self._k_top = -1
+        self._k_rounds = -1
         self.hist_plot.setToolTip("Rounds with 0…K drafts accepted; ◆ what i.i.d. acceptance "
                                   "with the measured α would give")
         self.pos_plot.setToolTip("Share of drafts accepted at each draft position 1…K")
@@ -288,9 +289,11 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         ks = record.k_per_round if record.speculative else []
         self.k_line.setData(list(range(1, len(ks) + 1)), ks)
         n = max(len(ks), 5)
-        self.k_plot.setXRange(0.5, n + 0.5, padding=0)
-        self.k_plot.getAxis("bottom").setTicks(
-            [integer_ticks(n, most=6, first=1, cover=False), []])
+        if n != self._k_rounds:  # a redraw with no new round leaves the axis be
+            self._k_rounds = n
+            self.k_plot.setXRange(0.5, n + 0.5, padding=0)
+            self.k_plot.getAxis("bottom").setTicks(
+                [integer_ticks(n, most=6, first=1, cover=False), []])
         top = max([*ks, record.k, 1])
         if top != self._k_top:
             self._k_top = top

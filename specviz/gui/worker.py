@@ -151,15 +151,23 @@ class _Collector(QObject):
 
     @Slot()
     def _collect(self) -> None:
-        gc.collect()
+        _collect_everything()
 
 
 _collector: _Collector | None = None  # made on the GUI thread by the first DecodeController
 
 
+def _collect_everything() -> None:
+    """A full collection that reaches the frozen objects too (a pair let go is among them);
+    what survives is frozen again (see ``DecodeController._on_load_done``). GUI thread only."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 def _free_memory() -> None:
     if threading.current_thread() is threading.main_thread():
-        gc.collect()
+        _collect_everything()
     elif _collector is not None:
         _collector.requested.emit()
     torch = sys.modules.get("torch")  # nothing to free on a device if torch never loaded
@@ -477,6 +485,12 @@ class DecodeController(QObject):
         self.pair, self._loaded_text = result
         self.pair_spec = task.spec
         self.failed_spec = self.last_failure = None
+        # Collections walk every object they hold: the pair loaded with collection off, so the
+        # next ones (gui.startup's timer) walked its ~620k objects on the GUI thread (gen 1:
+        # 84-194 ms pauses in a live run; a full one 0.15-0.6 s). Frozen, the pair and the
+        # libraries are out of them; reference counting still frees them, and
+        # _collect_everything reaches their cycles (the next load, an out-of-memory clean-up).
+        gc.freeze()
         self.loaded.emit(self._loaded_text)
         job, self._pending = self._pending, None
         if job is not None and job.pair == task.spec and not self._stopped(job):
