@@ -132,6 +132,8 @@ def main() -> None:
     ap.add_argument("--temperatures", default="0,1")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="K of fixed, start of heuristic and cost")
+    ap.add_argument("--lookup-k", type=int, default=Settings.lookup_k,
+                    help="most tokens a lookup round drafts (all policies but cost's choice)")
     ap.add_argument("--combos", default=",".join(ALL_COMBOS))
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' generate rows")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
@@ -148,7 +150,7 @@ def main() -> None:
         return
     combos = [c.split(":") for c in args.combos.split(",")]
     print(f"# {DEFAULT_PAIR}; {args.prompts} prompts per set, {args.max_new_tokens} new tokens, "
-          f"K {args.k}, torch threads {torch.get_num_threads()}")
+          f"K {args.k}, lookup K {args.lookup_k}, torch threads {torch.get_num_threads()}")
     # Warm-up (first forwards allocate), not counted.
     warm = chat_prompt(tok, "Hello")
     run_specviz(AutoregressiveDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
@@ -166,7 +168,7 @@ def main() -> None:
                 rows["hf prompt lookup 10"] = Row()
             t_start = time.perf_counter()
             for i, prompt in enumerate(prompts):
-                base = Settings(k=args.k, temperature=temperature,
+                base = Settings(k=args.k, lookup_k=args.lookup_k, temperature=temperature,
                                 max_new_tokens=args.max_new_tokens, seed=i)
                 # Every configuration runs once per prompt, in an order rotated per prompt so
                 # that warm-up and drifting load do not always favour the same row.

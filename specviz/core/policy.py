@@ -154,6 +154,19 @@ class _Alpha:
         return (self.kept + prior * strength) / (self.tested + strength)
 
 
+def _isotonic(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The non-decreasing fit of (width, seconds) points sorted by width (pool adjacent
+    violators, equal weights): a dip measured under load is averaged with its neighbours."""
+    blocks: list[tuple[float, int]] = []  # (mean, count)
+    for _, t in points:
+        blocks.append((t, 1))
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, c1), (m2, c2) = blocks[-2], blocks[-1]
+            blocks[-2:] = [((m1 * c1 + m2 * c2) / (c1 + c2), c1 + c2)]
+    values = [m for m, c in blocks for _ in range(c)]
+    return [(w, v) for (w, _), v in zip(points, values, strict=True)]
+
+
 @dataclass
 class CostModel:
     """Measured costs of this machine: draft step per source, target pass per width, overhead."""
@@ -169,23 +182,29 @@ class CostModel:
     def verify_cost(self, n: int) -> float:
         """Seconds for one target pass over n tokens.
 
-        A measured width is used as measured: on a CPU one token is a matrix-vector product
+        The one-token pass is used as measured: on a CPU one token is a matrix-vector product
         and two or more a matrix-matrix one, so v(2)/v(1) can be ~2 while v(5)/v(2) is ~1.1,
-        which no line through all widths fits. An unmeasured width between two measured
-        widths of 2 or more is interpolated between them; outside, it comes from a
-        least-squares line through the measured widths of 2 or more.
+        which no line through all widths fits. Widths of 2 or more are made non-decreasing
+        (pool-adjacent-violators: a pass over more tokens never costs less, whatever a busy
+        machine measured), interpolated between measured widths and, outside them, continued
+        by a least-squares line through them.
         """
         measured = {w: m.value for w, m in self.verify.items() if m.known}
-        if n in measured:
-            return measured[n]
-        below = [w for w in measured if 2 <= w < n]
-        above = [w for w in measured if w > n]
-        if below and above:
-            lo, hi = max(below), min(above)
-            return measured[lo] + (measured[hi] - measured[lo]) * (n - lo) / (hi - lo)
-        wide = [(w, t) for w, t in measured.items() if w >= 2] or list(measured.items())
+        if n == 1 and 1 in measured:
+            return measured[1]
+        wide = _isotonic(sorted((w, t) for w, t in measured.items() if w >= 2))
+        if not wide:
+            wide = sorted(measured.items())
         if not wide:
             return 0.0
+        fitted = dict(wide)
+        if n in fitted:
+            return fitted[n]
+        below = [w for w in fitted if w < n]
+        above = [w for w in fitted if w > n]
+        if below and above:
+            lo, hi = max(below), min(above)
+            return fitted[lo] + (fitted[hi] - fitted[lo]) * (n - lo) / (hi - lo)
         if len(wide) == 1:
             (w0, t0), = wide
             base = t0 / (1 + self.PRIOR_SLOPE * (w0 - 1))
@@ -196,9 +215,15 @@ class CostModel:
         slope = max(0.0, sum((w - mw) * (t - mt) for w, t in wide) / var)
         return max(1e-9, mt + slope * (n - mw))
 
+    # A draft-model step not yet measured is taken to cost this share of a one-token target
+    # pass (the bundled pair measured 0.1-0.2); lookup drafts cost nothing measurable.
+    PRIOR_DRAFT = {"model": 0.15}
+
     def draft_cost(self, source: str) -> float:
         mean = self.draft.get(source)
-        return mean.value if mean is not None and mean.known else 0.0
+        if mean is not None and mean.known:
+            return mean.value
+        return self.PRIOR_DRAFT.get(source, 0.0) * self.verify_cost(1)
 
     def add(self, outcome: Outcome) -> None:
         if outcome.k > 0:
