@@ -155,6 +155,10 @@ def main() -> None:
     warm = chat_prompt(tok, "Hello")
     run_specviz(AutoregressiveDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
     run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
+    # The cost policy times the target's passes once per pair (~1.5 s, engine.verify_costs):
+    # done here, so no row's first prompt pays it (a one-off CLI run does).
+    run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8,
+                                                  k_policy="cost")), warm)
 
     for temperature in (float(t) for t in args.temperatures.split(",")):
         for set_name in args.sets.split(","):
