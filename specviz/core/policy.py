@@ -258,7 +258,11 @@ class CostPolicy:
         self.k_start = k  # used until the costs of this machine have been measured
         self.k_max = k_max
         self.costs = costs or CostModel()
-        self.alphas: dict[str, _Alpha] = {}
+        self.alphas: dict[str, _Alpha] = {}  # every tested draft, per key
+        # Lookup only: the first draft of a round, and the drafts after a kept one. A copied
+        # span is mostly kept whole or lost at once, so its first token is the gamble.
+        self.first: dict[str, _Alpha] = {}
+        self.rest: dict[str, _Alpha] = {}
         self._first = True  # the first verify pass also prefills the prompt: not a sample
 
     def prior(self, plan: Plan) -> float:
@@ -272,6 +276,17 @@ class CostPolicy:
         est = self.alphas.get(plan.key, _Alpha())
         return est.estimate(self.prior(plan), self.PRIOR_STRENGTH)
 
+    def expected_tokens(self, plan: Plan, k: int) -> float:
+        """E[tokens of a round drafting k]: 1 + α̂ + … + α̂^k for the model; for lookup
+        1 + α̂₁ (1 + α̂ᵣ + … + α̂ᵣ^(k−1)), α̂₁ of a round's first draft, α̂ᵣ of those after a
+        kept one (the same sum when the two are equal)."""
+        if plan.source != "lookup" or k == 0:
+            return expected_tokens_per_round(self.alpha(plan), k)
+        prior = self.prior(plan)
+        a1 = self.first.get(plan.key, _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
+        ar = self.rest.get(plan.key, _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
+        return 1.0 + a1 * sum(ar ** j for j in range(k))
+
     def calibrate(self, verify_s: dict[int, float]) -> None:
         """Seed v(n) with target passes timed once per pair (width -> seconds)."""
         for width, seconds in verify_s.items():
@@ -279,13 +294,12 @@ class CostPolicy:
 
     def rates(self, plan: Plan, cap: int) -> list[float]:
         """Expected tokens per second for K = 0..reach."""
-        alpha = self.alpha(plan)
         c = self.costs.draft_cost(plan.source)
         o = self.costs.overhead.value
         out = []
         for k in range(_reach(plan, min(cap, self.k_max)) + 1):
             seconds = o + k * c + self.costs.verify_cost(k + 1)
-            out.append(expected_tokens_per_round(alpha, k) / seconds if seconds > 0 else 0.0)
+            out.append(self.expected_tokens(plan, k) / seconds if seconds > 0 else 0.0)
         return out
 
     def _best(self, plan: Plan, cap: int) -> tuple[float, int]:
@@ -324,16 +338,26 @@ class CostPolicy:
             self._first = False
         else:
             self.costs.add(outcome)
-        est = self.alphas.setdefault(outcome.plan.key, _Alpha())
-        if outcome.k == 0:
+        self.learn(outcome.plan.key, outcome.k, outcome.n_accepted)
+
+    def learn(self, key: str, k: int, n_accepted: int) -> None:
+        """Fold one round's drafts into the α̂ of ``key`` (K = 0: decay towards the prior)."""
+        ests = [self.alphas.setdefault(key, _Alpha())]
+        if key.startswith("lookup"):
+            ests += [self.first.setdefault(key, _Alpha()), self.rest.setdefault(key, _Alpha())]
+        if k == 0:
             # Not drafted: forget a little, so the prior pulls α̂ back and it gets retried.
-            est.kept *= self.DECAY
-            est.tested *= self.DECAY
+            for est in ests:
+                est.kept *= self.DECAY
+                est.tested *= self.DECAY
             return
-        tested = min(outcome.k, outcome.n_accepted + 1)
+        tested = min(k, n_accepted + 1)
         for i in range(tested):
-            est.kept = est.kept * self.DECAY + (i < outcome.n_accepted)
-            est.tested = est.tested * self.DECAY + 1.0
+            kept = i < n_accepted
+            targets = ests[:1] + (ests[1:2] if i == 0 else ests[2:3])
+            for est in targets:
+                est.kept = est.kept * self.DECAY + kept
+                est.tested = est.tested * self.DECAY + 1.0
 
 
 def make_policy(name: str, k: int) -> KPolicy:

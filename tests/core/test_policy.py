@@ -14,7 +14,6 @@ from specviz.core.policy import (
     FixedPolicy,
     HeuristicPolicy,
     Outcome,
-    _Alpha,
     _Mean,
     make_policy,
 )
@@ -109,15 +108,12 @@ def trained_policy(cls: type[CostPolicy], alpha: float, costs: CostModel,
     """A cost policy whose α̂ has seen many rounds of i.i.d. acceptance at ``alpha``."""
     p = cls(4, costs=costs)
     p._first = False
-    est = p.alphas.setdefault(plan.key, _Alpha())
     rng = random.Random(1)
     for _ in range(400):
         n = 0
         while n < 6 and rng.random() < alpha:
             n += 1
-        for i in range(min(6, n + 1)):
-            est.kept = est.kept * p.DECAY + (i < n)
-            est.tested = est.tested * p.DECAY + 1.0
+        p.learn(plan.key, 6, n)
     return p
 
 
@@ -309,12 +305,13 @@ def test_cost_policy_picks_the_faster_drafter(cls: type[CostPolicy], correct: bo
     """Hybrid offers lookup and the model: the higher expected rate wins, either way round."""
     weak = Plan("lookup", "lookup:2", 10, 2, budget=10)
     p = trained_policy(cls, 0.9, lookup_costs(), plan=LOOKUP_4)
+    rng = random.Random(2)
     for _ in range(300):  # the model keeps α 0.6; a 2-token lookup match keeps 0.1
-        p.alphas.setdefault("model", _Alpha())
-        for key, kept in (("model", 0.6), ("lookup:2", 0.1)):
-            est = p.alphas.setdefault(key, _Alpha())
-            est.kept = est.kept * p.DECAY + kept
-            est.tested = est.tested * p.DECAY + 1.0
+        for key, alpha in (("model", 0.6), ("lookup:2", 0.1)):
+            n = 0
+            while n < 6 and rng.random() < alpha:
+                n += 1
+            p.learn(key, 6, n)
     strong_plan, strong = p.pick([MODEL, LOOKUP_4], cap=100)
     weak_plan, _ = p.pick([weak, MODEL], cap=100)
     got = (strong_plan.source, strong.k, weak_plan.source)
@@ -350,3 +347,42 @@ def test_an_unmeasured_model_draft_is_not_free(cls: type[CostModel], correct: bo
     costs.verify.setdefault(1, _Mean()).add(0.1)
     assert (costs.draft_cost("model") == pytest.approx(0.015)) == correct
     assert costs.draft_cost("lookup") == 0.0
+
+
+# Broken: lookup's expected tokens from one pooled α̂, as if every draft were an independent
+# coin (1 + α̂ + … + α̂^K), not a first-token gamble followed by a copy that mostly holds.
+PooledLookupAlpha = mutant(CostPolicy, ('if plan.source != "lookup" or k == 0:', "if True:"))
+
+
+def span_costs(steep: float) -> CostModel:
+    costs = CostModel()
+    costs.verify.setdefault(1, _Mean()).add(1.0)
+    for n in (2, 3, 5, 8, 11, 17):
+        costs.verify.setdefault(n, _Mean()).add(1.3 * (1 + steep * (n - 2)))
+    costs.draft.setdefault("lookup", _Mean()).add(0.0)
+    return costs
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (PooledLookupAlpha, False)])
+def test_cost_policy_sizes_lookup_by_its_first_token_and_its_span(
+        cls: type[CostPolicy], correct: bool) -> None:
+    """Copied spans: the first token is kept with a1, each next with ar after a kept one."""
+    plan = Plan("lookup", "lookup:3", 10, 3, budget=10)
+    got, want = [], []
+    for a1, ar, steep in ((0.3, 0.95, 0.05), (0.2, 0.8, 0.1)):
+        p = cls(4, costs=span_costs(steep))
+        p._first = False
+        rng = random.Random(1)
+        for _ in range(400):
+            n = 0
+            if rng.random() < a1:
+                n = 1
+                while n < 10 and rng.random() < ar:
+                    n += 1
+            p.learn(plan.key, 10, n)
+        got.append(p.choose(plan, cap=100).k)
+        rates = [(1 + a1 * sum(ar ** j for j in range(k))) / p.costs.verify_cost(k + 1)
+                 for k in range(11)]
+        want.append(max(range(11), key=lambda k: (rates[k], -k)))
+    assert want == [10, 0]  # long copies pay; a weak first token loses at any K
+    assert (got == want) == correct, (got, want)
