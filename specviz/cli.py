@@ -8,12 +8,22 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from types import FrameType
 from typing import IO, Any, NoReturn
 
 # Light imports only: torch and transformers load inside main(), where Ctrl+C is handled.
 from .core.errors import InputError, SpecvizError, one_line
-from .core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings, to_json
+from .core.events import (
+    Event,
+    Round,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    Settings,
+    Summary,
+    to_json,
+)
 from .core.models import (
     BUNDLED_TARGET,
     DEFAULT_PROMPT,
@@ -23,6 +33,7 @@ from .core.models import (
     locate,
 )
 from .core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY
+from .core.race import Race, as_race, run_race
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
 
@@ -87,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep drafts when B*U < p/q; below 1 the output is NOT the target's "
                    "distribution (1 = exact)")
     p.add_argument("--baseline", action="store_true", help="run the target alone")
+    p.add_argument("--race", action="store_true",
+                   help="a race: the speculative run, then the target alone on the same prompt, "
+                   "seed and settings, one after the other (they would share the cores); prints "
+                   "each one's tokens/s, the measured speedup and, at T = 0, whether the texts "
+                   "are identical. With --json: both runs' events, a race recording "
+                   "(specviz --replay plays it as a race)")
     p.add_argument("--json", action="store_true", help="one JSON object per event, per line")
     return p
 
@@ -103,7 +120,8 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
     status = 0
     for event in events:
         if isinstance(event, RunStarted):
-            who = (f"{event.pair.draft} → {event.pair.target}" if event.pair.draft
+            who = (f"{event.pair.draft} → {event.pair.target}"
+                   if event.pair.draft and event.mode == "speculative"
                    else f"{event.pair.target} alone")
             st = event.settings
             how = (f", drafter={st.drafter}, K policy={st.k_policy}"
@@ -157,6 +175,61 @@ def _round_text(event: Round, color: bool) -> str:
     return "".join(parts)
 
 
+def race_summary(race: Race) -> str:
+    """A finished race in words: each side's speed, the speedup and what it divides, identity."""
+    assert race.speculative.finished is not None and race.baseline.finished is not None
+    s = race.speculative.finished.summary
+    b = race.baseline.finished.summary
+
+    def per_token_ms(summary: Summary) -> float:
+        return 1000 * summary.wall_time_s / summary.tokens if summary.tokens else 0.0
+
+    lines = [
+        f"# race: after an untimed {WARM_UP_TOKENS}-token warm-up of both, the speculative run, "
+        "then the target alone, one after the other; each timed from its own start (prompt "
+        "pass included)",
+        f"#   speculative:  {s.tokens} tokens in {s.wall_time_s:.3f} s = "
+        f"{s.tokens_per_s:.1f} tok/s ({per_token_ms(s):.2f} ms/token)",
+        f"#   target alone: {b.tokens} tokens in {b.wall_time_s:.3f} s = "
+        f"{b.tokens_per_s:.1f} tok/s ({per_token_ms(b):.2f} ms/token)",
+        f"# measured speedup {race.speedup:.2f}× = target alone's wall time per token ÷ "
+        f"speculative's = {per_token_ms(b):.2f} ms ÷ {per_token_ms(s):.2f} ms "
+        "(the same as speculative tok/s ÷ target-alone tok/s)",
+    ]
+    identical = race.identical
+    if identical is None:  # T > 0: both follow p, with different draws
+        lines.append("# identical: not checked at T > 0 (the same distribution, different "
+                     "draws: the texts may differ by design)")
+    elif identical:
+        lines.append(f"# identical: yes (T = 0: the same {s.tokens} token ids as the target "
+                     "alone)")
+    else:
+        lines.append(f"# identical: no (T = 0: the texts first differ at output token "
+                     f"{race.first_difference()})")
+    if not race.speculative.started.settings.lenience >= 1.0:
+        lines.append("# lenience < 1: the speculative run is not exact, its text may differ")
+    return "\n".join(lines) + "\n"
+
+
+WARM_UP_TOKENS = 2
+
+
+def _warm_up(pair: Any, settings: Settings, prompt: str) -> None:
+    """A short untimed race first, its events dropped: otherwise the race's first run alone
+    pays the one-off costs of a fresh process (allocator, kernel set-up, on a GPU its context
+    and libraries) that the second then skips. A failure here recurs in the race, reported."""
+    short = replace(settings, max_new_tokens=min(WARM_UP_TOKENS, settings.max_new_tokens))
+    for _event in run_race(pair, short, prompt):
+        pass
+
+
+def _kept(events: Iterator[Event], into: list[Event]) -> Iterator[Event]:
+    """Pass events through, keeping each in ``into``."""
+    for event in events:
+        into.append(event)
+        yield event
+
+
 class _Interrupt:
     """SIGINT: the first Ctrl+C during a run stops it after the round in flight (the run ends
     with stop_reason "stopped" and its summary); any other raises KeyboardInterrupt."""
@@ -203,6 +276,9 @@ class _Cli:
 
     def run(self) -> int:
         args = self.args
+        if args.race and args.baseline:
+            return self.fail("--race runs the target alone itself, after the speculative run: "
+                             "drop --baseline.", "input")
         settings = _settings(args)
         draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
         target = target or BUNDLED_TARGET
@@ -238,12 +314,17 @@ class _Cli:
             return self.fail(str(exc), exc.kind)
         prompt = (chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt
                   else args.prompt)
-        try:
-            decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
-                       else SpeculativeDecoder(pair, settings))
-        except SpecvizError as exc:
-            return self.fail(str(exc), exc.kind)
-        events = guarded(decoder.run(prompt, stop=self.interrupt.stop))
+        seen: list[Event] = []  # a race's events, for its verdict at the end
+        if args.race:  # the speculative run, then (if it finished) the target alone
+            _warm_up(pair, settings, prompt)
+            events = _kept(run_race(pair, settings, prompt, stop=self.interrupt.stop), seen)
+        else:
+            try:
+                decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
+                           else SpeculativeDecoder(pair, settings))
+            except SpecvizError as exc:
+                return self.fail(str(exc), exc.kind)
+            events = guarded(decoder.run(prompt, stop=self.interrupt.stop))
         self.interrupt.running = True
         try:
             if args.json:
@@ -261,6 +342,10 @@ class _Cli:
         if self.interrupt.stop.is_set():
             print("specviz-cli: stopped by Ctrl+C", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
+        race = as_race(seen) if args.race and status == 0 else None
+        if race is not None and race.complete and not args.json:
+            self.out.write("\n" + race_summary(race))
+            self.out.flush()
         return status
 
 

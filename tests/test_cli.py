@@ -282,3 +282,188 @@ def test_a_wrong_name_fails_before_torch_is_imported(tiny_models: tuple[Path, Pa
     *events, last = proc.stdout.splitlines()
     assert last == "1 False", proc.stderr
     assert [json.loads(e)["kind"] for e in events] == ["load"]
+
+
+# --- --race: the speculative run, then the target alone, one after the other ------------------
+
+
+def race_args(tiny_models: tuple[Path, Path], *extra: str) -> list[str]:
+    draft, target = tiny_models
+    return ["--race", "--draft", str(draft), "--target", str(target), "--device", "cpu",
+            "--prompt", "the cat", "--max-new-tokens", "12", "--seed", "5", *extra]
+
+
+def race_of(out: str) -> Any:
+    from specviz.core.events import from_json
+    from specviz.core.race import as_race
+
+    return as_race([from_json(line) for line in out.splitlines()])
+
+
+# Broken variants: the target-alone run with another seed (run_race), or the runs in the other
+# order: the stream is no race (as_race refuses it).
+def test_race_json_is_a_race_recording(tiny_models: tuple[Path, Path],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", *race_args(tiny_models, "--temperature", "1")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""  # --json: nothing but the events
+    race = race_of(captured.out)
+    assert race is not None and race.complete
+    spec, base = race.speculative.started, race.baseline.started
+    assert (spec.mode, base.mode) == ("speculative", "baseline")
+    assert spec.settings.seed == base.settings.seed == 5
+    assert spec.settings.temperature == base.settings.temperature == 1.0
+    assert race.identical is None  # T > 0: not compared
+
+
+# Broken variant: no warm-up, so the speculative run (first) alone pays a fresh process's
+# one-off costs.
+def test_race_warms_both_up_untimed_first(tiny_models: tuple[Path, Path],
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = sys.modules["specviz.cli"].run_race
+
+    def spy(pair: Any, settings: Any, *a: Any, **kw: Any) -> Iterator[Any]:
+        calls.append(settings.max_new_tokens)
+        return real(pair, settings, *a, **kw)
+
+    monkeypatch.setattr("specviz.cli.run_race", spy)
+    assert main(["--json", *race_args(tiny_models)]) == 0
+    assert calls == [2, 12]
+    assert race_of(capsys.readouterr().out) is not None  # the warm-up's events are not out
+
+
+# Broken variants: the speedup divided the other way, or the identity read from the lengths of
+# the two outputs (or not at all): the verdict lines below change.
+def test_race_prints_both_speeds_the_speedup_and_identity(
+        tiny_models: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(race_args(tiny_models, "--temperature", "0")) == 0
+    out = capsys.readouterr().out
+    assert out.count(", speculative, ") == 1 and out.count(" alone, baseline, ") == 1
+    assert "# identical: yes (T = 0: the same 12 token ids as the target alone)" in out
+    assert "#   speculative:  12 tokens in " in out and "#   target alone: 12 tokens in " in out
+    assert "# measured speedup " in out
+    assert "target alone's wall time per token ÷ speculative's" in out
+
+
+def timed(race: Any, spec_s: float, base_s: float) -> Any:
+    """The race with its two wall times (and tokens/s) set: the arithmetic, not the clock."""
+    from dataclasses import replace
+
+    from specviz.core.race import Race
+
+    def side(s: Any, wall: float) -> Any:
+        summary = replace(s.finished.summary, wall_time_s=wall,
+                          tokens_per_s=s.finished.summary.tokens / wall)
+        return replace(s, finished=replace(s.finished, summary=summary))
+
+    return Race(side(race.speculative, spec_s), side(race.baseline, base_s))
+
+
+def test_race_summary_divides_per_token_times_and_names_a_difference(
+        tiny_models: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from specviz.cli import race_summary
+
+    assert main(["--json", *race_args(tiny_models, "--temperature", "0")]) == 0
+    race = timed(race_of(capsys.readouterr().out), spec_s=0.5, base_s=1.5)
+    text = race_summary(race)
+    assert "12 tokens in 0.500 s = 24.0 tok/s (41.67 ms/token)" in text
+    assert "12 tokens in 1.500 s = 8.0 tok/s (125.00 ms/token)" in text
+    assert "# measured speedup 3.00× = target alone's wall time per token ÷ speculative's = " \
+           "125.00 ms ÷ 41.67 ms" in text
+    assert "# identical: yes" in text
+    # The target alone ending on another token (as a wrong comparison would not notice).
+    fin = race.baseline.finished
+    ids = (*fin.generated_ids[:-1], fin.generated_ids[-1] + 1)
+    other = replace(race, baseline=replace(race.baseline, finished=replace(
+        fin, generated_ids=ids)))
+    assert "# identical: no (T = 0: the texts first differ at output token 11)" in \
+        race_summary(other)
+
+
+def test_race_with_baseline_is_refused_in_one_line(tiny_models: tuple[Path, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", *race_args(tiny_models), "--baseline"]) == 1
+    captured = capsys.readouterr()
+    [event] = [json.loads(line) for line in captured.out.splitlines()]
+    assert event["type"] == "error" and event["kind"] == "input"
+    [line] = captured.err.splitlines()
+    assert line.startswith("specviz-cli: error: --race runs the target alone itself")
+
+
+def test_a_failing_target_alone_run_is_one_line(tiny_models: tuple[Path, Path],
+                                                capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Any, prompt: str, *a: Any, **kw: Any) -> Iterator[Any]:
+        raise RuntimeError("the target broke")
+        yield  # a generator, as run() is
+
+    monkeypatch.setattr(engine.AutoregressiveDecoder, "run", broken)
+    assert main(["--json", *race_args(tiny_models)]) == 1
+    captured = capsys.readouterr()
+    events = [json.loads(line) for line in captured.out.splitlines()]
+    assert [e["type"] for e in events].count("run_finished") == 1  # the speculative run
+    assert events[-1]["type"] == "error" and "the target broke" in events[-1]["message"]
+    [line] = captured.err.splitlines()
+    assert line.startswith("specviz-cli: error: The decoder failed: RuntimeError")
+
+
+RACE = sys.modules["specviz.core.race"]
+CLI = sys.modules["specviz.cli"]
+RACE_MUTANTS = {
+    "the target alone with another seed": (
+        test_race_json_is_a_race_recording, RACE, "run_race",
+        [("yield from guarded(AutoregressiveDecoder(pair, settings)",
+          "yield from guarded(AutoregressiveDecoder(\n"
+          "        pair, replace(settings, seed=settings.seed + 1))")]),
+    "the target alone first": (
+        test_race_json_is_a_race_recording, RACE, "run_race",
+        [("for event in guarded(SpeculativeDecoder(pair, settings)",
+          "for event in guarded(AutoregressiveDecoder(pair, settings)"),
+         ("yield from guarded(AutoregressiveDecoder(pair, settings)",
+          "yield from guarded(SpeculativeDecoder(pair, settings)")]),
+    "the speedup divided the other way": (
+        test_race_summary_divides_per_token_times_and_names_a_difference, RACE, "Race",
+        [("return speedup_vs_run(self.speculative.finished.summary.tokens_per_s,\n"
+          "                              self.baseline.finished.summary.tokens_per_s)",
+          "return speedup_vs_run(self.baseline.finished.summary.tokens_per_s,\n"
+          "                              self.speculative.finished.summary.tokens_per_s)")]),
+    "the texts compared by length": (
+        test_race_summary_divides_per_token_times_and_names_a_difference, RACE, "Race",
+        [("return self.speculative.finished.generated_ids == self.baseline.finished.generated_ids",
+          "return len(self.speculative.finished.generated_ids) == "
+          "len(self.baseline.finished.generated_ids)")]),
+    "no verdict printed": (
+        test_race_prints_both_speeds_the_speedup_and_identity, CLI, "_Cli",
+        [("if race is not None and race.complete and not args.json:",
+          "if False:")]),
+    "no warm-up": (
+        test_race_warms_both_up_untimed_first, CLI, "_Cli",
+        [("            _warm_up(pair, settings, prompt)\n", "")]),
+    "--race beside --baseline let through": (
+        test_race_with_baseline_is_refused_in_one_line, CLI, "_Cli",
+        [("if args.race and args.baseline:", "if False:")]),
+}
+
+
+@pytest.mark.parametrize("name", list(RACE_MUTANTS))
+def test_each_race_test_rejects_its_broken_variant(name: str, tiny_models: tuple[Path, Path],
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.mutation import mutant
+
+    test, module, attr, edits = RACE_MUTANTS[name]
+    broken = mutant(getattr(module, attr), *edits)
+    monkeypatch.setattr(module, attr, broken)
+    if module is RACE and hasattr(CLI, attr):  # the name the CLI imported
+        monkeypatch.setattr(CLI, attr, broken)
+    with pytest.raises(AssertionError):
+        if test in (test_race_summary_divides_per_token_times_and_names_a_difference,
+                    test_race_warms_both_up_untimed_first):
+            test(tiny_models, capsys, monkeypatch)
+        else:
+            test(tiny_models, capsys)

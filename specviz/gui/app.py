@@ -31,8 +31,9 @@ from .geometry import Presentation, restore_window, save_window
 from .labels import ElidedLabel
 from .presets import mark_presets
 from .replay import Replayer
+from .replay_bar import install_replay_bar
 from .run_view import RunView
-from .stage import install_stage
+from .stage import install_stage, open_if_race
 from .style import UI_POINT_SIZE
 from .worker import DecodeController, Loader, PairSpec, background_threads
 from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
@@ -58,7 +59,9 @@ class MainWindow(QMainWindow):
         self.store = settings if settings is not None else QSettings("specviz", "specviz")
         self.controller = DecodeController(loader, self)
         self.run_view = RunView()
-        self.replayer = Replayer(self.run_view, self.controller)  # stale live events stay out
+        # Stale live events stay out; a file plays at its recorded timing; a race file goes to
+        # the race window (gui/replay_bar.py: the bar, the keys, the read-only controls).
+        self.replayer = Replayer(self.run_view, self.controller, speed=1.0, detect_races=True)
         self.replayer.progressed.connect(lambda text: self.status_label.setText(text))
         self.setCentralWidget(self.run_view)
         self._build_controls()
@@ -78,6 +81,7 @@ class MainWindow(QMainWindow):
         self._on_state_changed("idle")
         self._closed = False
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
+        install_replay_bar(self)  # play / pause / speed / scrub while a recording is shown
         install_stage(self)  # race (F7), the step measured at load, File → Export
         if autoload:
             self.load_pair()
@@ -106,7 +110,7 @@ class MainWindow(QMainWindow):
 
     def _build_actions(self) -> None:
         self.actions_by_name: dict[str, QAction] = {}
-        slots = {"run": self.run, "stop": self.stop, "pause": self.toggle_pause,
+        slots = {"run": self.play_or_run, "stop": self.stop, "pause": self.toggle_pause,
                  "step": self.step}
         buttons = {"run": self.run_button, "stop": self.stop_button,
                    "pause": self.pause_button, "step": self.step_button}
@@ -117,7 +121,9 @@ class MainWindow(QMainWindow):
             action.setToolTip(tip)
             action.triggered.connect(slots[name])
             self.addAction(action)
-            buttons[name].clicked.connect(action.trigger)
+            # The Run button always runs the model; F5 plays a replay that is shown.
+            buttons[name].clicked.connect(
+                (lambda: self.run()) if name == "run" else action.trigger)
             buttons[name].setToolTip(tip)
             self.actions_by_name[name] = action
 
@@ -150,7 +156,7 @@ class MainWindow(QMainWindow):
         self.stage_actions = add_actions(
             self, self.zoom,
             forward=lambda: step_forward(self.run_view, self.step, self.run_view.stager.forward),
-            back=lambda: step_back(self.run_view, self.run_view.stager.back),
+            back=self.back,
             leave=lambda: self.present_action.setChecked(False))
         view_menu.addSeparator()
         for name in ("zoom_in", "zoom_out", "zoom_reset"):
@@ -238,10 +244,17 @@ class MainWindow(QMainWindow):
     # -- what the user asks for ------------------------------------------------------------------
 
     def pair_spec(self) -> PairSpec:
+        self._leave_replay()
         return PairSpec(*self.controls.pair_fields())
 
     def sampling(self) -> Settings:
+        self._leave_replay()
         return self.controls.settings()
+
+    def _leave_replay(self) -> None:
+        """Starting something live (a run, a race) leaves a replay: the user's settings back."""
+        if self.controls.showing_recording:
+            self.replayer.stop()
 
     def load_pair(self) -> None:
         spec = self.pair_spec()
@@ -254,6 +267,9 @@ class MainWindow(QMainWindow):
 
     def run(self, paused: bool = False, steps: int = 0) -> None:
         """Start a run with the current settings (the worker reloads only if the pair changed)."""
+        if self.controls.race.isChecked() and not (paused or steps):
+            self.race_runner.start()  # Race ticked: the race F7 starts (gui/stage.py)
+            return
         self.replayer.stop()
         spec = self.pair_spec()
         if not spec.target:
@@ -283,24 +299,49 @@ class MainWindow(QMainWindow):
         self.replayer.stop()
         self.controller.stop()
 
+    def play_or_run(self) -> None:
+        """F5: play the recording on screen (until its end); otherwise run the model."""
+        if self.replayer.loaded and not self.replayer.at_end:
+            self.replayer.play()
+        else:
+            self.run()
+
     def toggle_pause(self) -> None:
+        if self.replayer.loaded:  # F6 pauses / plays the recording on screen
+            self.replayer.toggle_pause()
+            return
         self.controller.toggle_pause()
 
     def step(self) -> None:
         """One round; when nothing runs, start a run that holds after its first round."""
+        if self.replayer.loaded:  # a recording on screen: its next round
+            self.replayer.step()
+            return
         self.run_view.stage_next = self.stage_action.isChecked()
         if not self.controller.step():
             self.run(paused=True, steps=1)
 
+    def back(self) -> None:
+        """PgUp / ←: a phase back in a staged round; a round back (replay or the bars)."""
+        if self.run_view.stager.back():
+            return
+        if self.replayer.loaded:
+            self.replayer.step_back()
+        else:
+            step_back(self.run_view)
+
     def open_recording(self, path: str | None = None) -> None:
         """Replay a JSON-lines recording through the same views (``-``: standard input).
 
-        Read and checked on a thread; the live run stops and none of its events follow.
+        Read and checked on a thread; the live run stops and none of its events follow. A
+        race recording (a run, then the target alone) plays in the race window instead.
         """
         if not path:
             path, _ = QFileDialog.getOpenFileName(self, "Open recording", "",
                                                   "Recordings (*.jsonl *.json);;All files (*)")
         if not path:
+            return
+        if open_if_race(self, path):  # a race recording plays in the race window (stage.py)
             return
         self.replayer.open(path)
 
@@ -396,8 +437,8 @@ class MainWindow(QMainWindow):
         """Save settings, stop the run, abandon a load; wait for a round at most 1 s."""
         if not self._closed:
             self._closed = True
+            self.replayer.stop()  # first: the user's settings back in the controls
             self.save_settings()
-            self.replayer.stop()
             self.run_view.timer.stop()
             self.hide()  # feels instant even while the last round finishes
             self.clean_exit = self.controller.shutdown(wait_ms=self.CLOSE_WAIT_MS) and \
@@ -413,7 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="target model p: alias, hub id, folder or .gguf")
     p.add_argument("--device", choices=DEVICES, help="where the models run")
     p.add_argument("--prompt", help="the prompt to start with")
-    p.add_argument("--replay", metavar="JSONL", help="replay a recording (specviz-cli --json); "
+    p.add_argument("--replay", metavar="JSONL", help="replay a recording (specviz-cli --json; "
+                   "a race recording, specviz-cli --race --json, plays as a race); "
                    "- reads standard input as it arrives: … | specviz --replay -")
     p.add_argument("--no-load", action="store_true", help="don't load the pair at launch")
     return p

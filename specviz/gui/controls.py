@@ -57,6 +57,12 @@ K_POLICY_HELP = {
     "cost": "each round, the K (0 included) with the most expected tokens per second",
 }
 
+RACE_HELP = ("Race: Run (F5) runs the speculative decoder, then the target alone, on the same "
+             "prompt, seed and settings. The two runs go one after the other (side by side they "
+             "would compete for the same cores), then play together on one clock from each "
+             "run's measured timestamps, with the measured speedup and, at T = 0, an identical "
+             "text check. F7 races whether or not this is ticked.")
+
 
 class WideComboBox(QComboBox):
     """A combo box that stays narrow but opens a list wide enough for whole names."""
@@ -102,6 +108,9 @@ FIELDS: tuple[Field, ...] = (
     Field("drafting/k_policy", "k_policy", APP_K_POLICY, str, "k_policy"),
     Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
     Field("mode/baseline", "baseline", False, bool),
+    # A run mode, not a Settings field: the engine never races; Run starts two engine runs of
+    # the same Settings (gui/stage.py). Stored like Target alone, so a demo set up stays set up.
+    Field("mode/race", "race", False, bool),
     Field("mode/chat", "chat", True, bool),
     Field("prompt", "prompt", DEFAULT_PROMPT, str),
 )
@@ -222,8 +231,14 @@ class ControlsPanel(QWidget):
             spin.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
         self.baseline = QCheckBox("Target alone (baseline)")
         self.baseline.setToolTip("Run p alone, one forward pass per token, to compare speed")
+        self.race = QCheckBox("Race vs the target alone")
+        self.race.setToolTip(RACE_HELP)
+        # A race runs the target alone itself: the two modes exclude each other.
+        self.race.toggled.connect(lambda on: on and self.baseline.setChecked(False))
+        self.baseline.toggled.connect(lambda on: on and self.race.setChecked(False))
         self.chat = QCheckBox("Use the chat template")
         form.addRow(self.baseline)
+        form.addRow(self.race)
         form.addRow(self.chat)
         col.addWidget(samp)
         col.addWidget(self._drafting_box())
@@ -256,6 +271,8 @@ class ControlsPanel(QWidget):
             # Wide enough for the longest text a button takes ("▶ Resume").
             b.setMinimumWidth(b.fontMetrics().horizontalAdvance("▶ Resume") + 28)
             buttons.addWidget(b, i // 2, i % 2)
+        # Ticked, Run races: the button says so (F5 and its tooltip do the same).
+        self.race.toggled.connect(lambda on: self.run_button.setText("▶ Race" if on else "▶ Run"))
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 4)
@@ -413,6 +430,64 @@ class ControlsPanel(QWidget):
             edit.setText(path)
             self.set_preset(CUSTOM)
 
+    # -- a recording's settings (replays) ------------------------------------------------------
 
-__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "ControlsPanel", "Field",
-           "parse"]
+    def show_recording(self, settings: Settings, pair: tuple[str | None, str, str] | None = None,
+                       baseline: bool = False, prompt: str | None = None,
+                       chat: bool | None = None) -> None:
+        """Show a recording's settings (and pair, mode, prompt), read-only, until ``release``.
+
+        The user's own values are kept aside the first time and come back with ``release``.
+        """
+        if getattr(self, "_held", None) is None:
+            self._held: dict[str, Any] | None = self.values()
+        shown: dict[str, Any] = {"mode/baseline": baseline}
+        for f in FIELDS:
+            if f.setting is not None:
+                value = getattr(settings, f.setting)
+                shown[f.key] = -1 if f.setting == "seed" and value is None else value
+        if pair is not None:
+            shown["pair/preset"] = CUSTOM
+            shown["pair/draft"], shown["pair/target"], shown["pair/device"] = \
+                pair[0] or "", pair[1], pair[2]
+        if prompt is not None:
+            shown["prompt"] = prompt
+        if chat is not None:
+            shown["mode/chat"] = chat
+        for f in FIELDS:
+            if f.key in shown:
+                write_value(self.widget(f), shown[f.key])
+        self.form_panel.setEnabled(False)
+        note = getattr(self, "recording_note", None)
+        if note is None:
+            self.recording_note = note = QLabel(
+                "▶ Showing the recording's settings (read-only). Run, Stop or ✕ Close on "
+                "the replay bar gives yours back.")
+            note.setWordWrap(True)
+            note.setStyleSheet("QLabel { background: #DCEBFA; color: #0B2E4F; "
+                               "border: 2px solid #0072B2; padding: 6px; font-weight: bold; }")
+            layout = self.layout()
+            assert isinstance(layout, QVBoxLayout)
+            layout.insertWidget(0, note)
+        note.show()
+
+    @property
+    def showing_recording(self) -> bool:
+        return getattr(self, "_held", None) is not None
+
+    def release(self) -> None:
+        """The user's own settings back, unchanged and editable (after ``show_recording``)."""
+        held = getattr(self, "_held", None)
+        if held is None:
+            return
+        self._held = None
+        for f in FIELDS:  # in the table's order: the preset before the edits it fills
+            write_value(self.widget(f), held[f.key])
+        self.form_panel.setEnabled(True)
+        note = getattr(self, "recording_note", None)
+        if note is not None:
+            note.hide()
+
+
+__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "RACE_HELP", "ControlsPanel",
+           "Field", "parse"]

@@ -4,8 +4,11 @@ MainWindow from outside (``install_stage(window)``), so the window's own code st
 - The loader is wrapped: after a pair loads, on the loading thread, the target's one-token
   step is timed (:func:`specviz.core.speed.measure_target_step`) and handed to the run view
   as the reference of its speed figures.
-- Run → Race (F7): the speculative run, then the target alone, as two jobs of the same
-  controller, one after the other; a race window plays them together when both are measured.
+- Run → Race (F7), or Run (F5) with Race ticked in the controls: the speculative run, then
+  the target alone, as two jobs of the same controller, one after the other; a race window
+  plays them together when both are measured. Stop, or another run, ends the race.
+- A race recording (the app's, or ``specviz-cli --race --json``) opened with File → Open or
+  ``specviz --replay`` plays in the race window (:func:`open_if_race`).
 - File → Open race recording…, File → Export ▸ (plots as PNG / SVG, transcript as HTML, the
   run or the race as an animated GIF at 1920 × 1080).
 """
@@ -13,6 +16,7 @@ MainWindow from outside (``install_stage(window)``), so the window's own code st
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -115,23 +119,36 @@ class RaceRunner(QObject):
         self.phase = ""  # "speculative", "baseline" or "" (no race running)
         self.request: tuple[Any, Any, str, bool] | None = None
         self._finished_run = False
+        self._arriving: int | None = None  # the job whose events arrive now
         c = window.controller
+        c.started.connect(self._on_job_started)
         c.yielded.connect(self._on_yielded)
         c.failed.connect(self._on_failed)
         c.finished.connect(self._on_job_finished)
 
     def start(self) -> None:
+        """F7, or Run (F5) with Race ticked: the same checks as a run, then the race."""
         w = self.window
         spec, settings = w.pair_spec(), w.sampling()
-        if not spec.target or spec.draft is None:
-            w._on_failed(RunFailed("A race needs a draft (q) and a target (p).", "input"))
+        prompt = w.prompt.toPlainText()
+        problem = ("Choose a target model (p) first." if not spec.target else
+                   "A race needs a draft model (q), or the lookup drafter, and a target (p)."
+                   if spec.draft is None and settings.drafter != "lookup" else
+                   "The prompt is empty: type a prompt, then press Run."
+                   if not prompt.strip() else "")
+        if problem:
+            w._on_failed(RunFailed(problem, "input"))
             return
         if settings.seed is None:  # both runs draw from one seed
             from dataclasses import replace
 
             settings = replace(settings, seed=int.from_bytes(os.urandom(4), "little"))
         chat = w.chat.isChecked()
-        self.request = (spec, settings, w.prompt.toPlainText(), chat)
+        # One spec for both runs (a lookup race too): the second never reloads the pair.
+        self.request = (spec, settings, prompt, chat)
+        if hasattr(w, "save_settings"):
+            w.save_settings()  # as Run does
+        w.run_view.user_prompt = prompt
         self.race_window.view.clear()
         self.race_window.show()
         self.race_window.raise_()
@@ -148,10 +165,15 @@ class RaceRunner(QObject):
                                  baseline=phase == "baseline")
         self.job_id = job.job_id
 
+    def _on_job_started(self, job_id: int) -> None:
+        self._arriving = job_id
+
     def _on_yielded(self, event: Event) -> None:
-        if self.phase:
+        if self.phase and self._arriving == self.job_id:  # not a run that replaced the race
             self.race_window.view.apply(event)
-            self._finished_run = isinstance(event, RunFinished)
+            # Stopped (Stop, or another run started): the race ends with its first half.
+            self._finished_run = isinstance(event, RunFinished) and \
+                event.stop_reason != "stopped"
 
     def _on_failed(self, failure: RunFailed) -> None:
         if self.phase:
@@ -160,7 +182,9 @@ class RaceRunner(QObject):
     def _on_job_finished(self, job_id: int) -> None:
         if not self.phase or job_id != self.job_id:
             return
-        if self.phase == "speculative" and self._finished_run:
+        current = getattr(self.window.controller, "current", None)
+        replaced = current is not None and current.job_id != job_id  # a run began meanwhile
+        if self.phase == "speculative" and self._finished_run and not replaced:
             self._start_phase("baseline")  # only now: the two never share the cores
         else:
             self.phase = ""
@@ -230,6 +254,49 @@ def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
     return menu
 
 
+RACE_SCAN_BYTES = 16 * 1024 * 1024  # a race recording is far smaller; larger files: the replay
+_RUN_STARTED = re.compile(rb'"type"\s*:\s*"run_started"')
+
+
+def race_recording(path: str) -> list[Event] | None:
+    """The events of ``path`` if it is a race recording; None for anything else (a pipe, a big
+    or unreadable file, one run, two runs that are no race): the ordinary replay reads those
+    on its own thread and says what is wrong with them."""
+    from specviz.core.recording import RecordingError, read_recording
+
+    try:
+        file = Path(path)
+        if path == "-" or not file.is_file() or file.stat().st_size > RACE_SCAN_BYTES:
+            return None
+        if len(_RUN_STARTED.findall(file.read_bytes())) != 2:  # most recordings: one run
+            return None
+        events = read_recording(file)
+    except (OSError, RecordingError):
+        return None
+    return events if as_race(events) is not None else None
+
+
+def open_if_race(window: Any, path: str) -> bool:
+    """Open/--replay: a race recording plays in the race window; False: not a race."""
+    race_window = getattr(window, "race_window", None)
+    events = race_recording(path) if race_window is not None else None
+    if events is None:
+        return False
+    _play_race(race_window, events)
+    label = getattr(window, "status_label", None)
+    if label is not None:
+        label.setText(f"Replaying the race {Path(path).name} in the race window (Space: pause, "
+                      "Home: again)")
+    return True
+
+
+def _play_race(race_window: RaceWindow, events: list[Event]) -> None:
+    race_window.view.load(events)
+    race_window.show()
+    race_window.raise_()
+    race_window.view.play()
+
+
 def open_race_recording(window: Any, race_window: RaceWindow, path: str | None = None) -> bool:
     """Open a race recording in the race window; False (and a message) if it is not a race."""
     if not path:
@@ -249,10 +316,7 @@ def open_race_recording(window: Any, race_window: RaceWindow, path: str | None =
                                     "the target alone on the same prompt and settings): open "
                                     "it with Open recording.", "input"))
         return False
-    race_window.view.load(events)
-    race_window.show()
-    race_window.raise_()
-    race_window.view.play()
+    _play_race(race_window, events)
     return True
 
 
@@ -290,4 +354,4 @@ def install_stage(window: Any) -> RaceWindow:
 
 
 __all__ = ["RaceRunner", "RaceWindow", "StepReporter", "build_export_menu", "install_stage",
-           "measuring_loader", "open_race_recording"]
+           "measuring_loader", "open_if_race", "open_race_recording", "race_recording"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -313,6 +314,134 @@ def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
     assert not open_race_recording(window, window.race_window, str(single))
 
 
+# -- the Race option in the controls: Run (F5) with it ticked races as F7 does ----------------
+
+
+def test_run_with_race_ticked_starts_the_race(qtbot, window) -> None:
+    window.controls.race.setChecked(True)
+    window.actions_by_name["run"].trigger()
+    view = window.race_window.view
+    qtbot.waitUntil(lambda: view.race is not None, timeout=WAIT_MS)
+    race = view.race
+    assert (race.speculative.started.mode, race.baseline.started.mode) == \
+        ("speculative", "baseline")
+    assert race.speculative.started.settings.seed == race.baseline.started.settings.seed
+    assert window.race_window.isVisible() and view.playing
+    view.set_time(view.duration_s)
+    assert view.state().identity.startswith("T = 0: identical text ✓")
+
+
+def test_run_without_race_is_a_normal_run(qtbot, window) -> None:
+    jobs: list[int] = []
+    window.controller.started.connect(jobs.append)
+    assert not window.controls.race.isChecked()
+    window.actions_by_name["run"].trigger()
+    qtbot.waitUntil(lambda: window.run_view.record.finished is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=WAIT_MS)
+    qtbot.wait(50)  # a second job would have been asked for by now
+    assert len(jobs) == 1 and window.controller.state == "idle"
+    assert window.run_view.record.started.mode == "speculative"
+    assert window.race_window.view.events == [] and not window.race_window.isVisible()
+
+
+def test_stop_ends_a_race_with_its_first_half(qtbot, window) -> None:
+    window.max_new.setValue(100_000)  # long enough to be stopped mid-run
+    window.controls.race.setChecked(True)
+    window.actions_by_name["run"].trigger()
+    view = window.race_window.view
+    qtbot.waitUntil(lambda: len(view.events) > 2, timeout=WAIT_MS)
+    window.actions_by_name["stop"].trigger()
+    qtbot.waitUntil(lambda: window.controller.state == "idle" and not window.race_runner.phase,
+                    timeout=WAIT_MS)
+    qtbot.wait(50)
+    assert window.controller.state == "idle"
+    assert [type(e).__name__ for e in view.events].count("RunStarted") == 1
+
+
+def test_the_race_option_is_shown_kept_and_excludes_target_alone(qtbot, window,
+                                                                settings_store) -> None:
+    from specviz.gui.controls import ControlsPanel
+
+    race = window.controls.race
+    window.show()
+    assert race.isVisible() and race.text() == "Race vs the target alone"
+    tip = race.toolTip()
+    assert "one after the other" in tip and "one clock" in tip and "F5" in tip
+    window.baseline.setChecked(True)
+    race.setChecked(True)
+    assert not window.baseline.isChecked()  # a race runs the target alone itself
+    window.baseline.setChecked(True)
+    assert not race.isChecked()
+    race.setChecked(True)
+    assert window.run_button.text() == "▶ Race"  # Run races now, and says so
+    window.controls.save(settings_store)
+    again = ControlsPanel()
+    qtbot.addWidget(again)
+    again.restore(settings_store)
+    assert again.race.isChecked() and not again.baseline.isChecked()
+    assert again.run_button.text() == "▶ Race"
+    again.race.setChecked(False)
+    assert again.run_button.text() == "▶ Run"
+    assert window.sampling() == again.settings()  # a run mode: no Settings field
+
+
+# -- a race recording made by specviz-cli --race --json, opened as --replay opens it ---------
+
+
+@pytest.fixture(scope="module")
+def cli_race(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``specviz-cli --race --json`` on tiny models saved to folders, written to a file."""
+    import contextlib
+    import io
+
+    import torch
+
+    from specviz.cli import main as cli_main
+    from tests.tiny import tiny_llama, word_tokenizer
+
+    base = tmp_path_factory.mktemp("race")
+    tok = word_tokenizer(eos=False)
+    for name, seed in (("draft", 1), ("target", 2)):
+        tiny_llama(len(tok), seed=seed, dtype=torch.float32, sharpness=8.0).save_pretrained(
+            base / name)
+        tok.save_pretrained(base / name)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = cli_main(["--race", "--json", "--draft", str(base / "draft"), "--target",
+                           str(base / "target"), "--device", "cpu", "--prompt", "the cat",
+                           "--temperature", "0", "--max-new-tokens", "10"])
+    assert status == 0
+    path = base / "race.jsonl"
+    path.write_text(out.getvalue(), encoding="utf-8")
+    return path
+
+
+def test_a_cli_race_recording_replays_as_a_race(qtbot, window, cli_race: Path,
+                                                tmp_path: Path) -> None:
+    window.open_recording(str(cli_race))  # what File → Open and specviz --replay call
+    view = window.race_window.view
+    # Found at once (stage.open_if_race) or once the file is read (a Replayer that detects
+    # races, s16/replay): either way it plays in the race window.
+    qtbot.waitUntil(lambda: view.race is not None and window.race_window.isVisible(),
+                    timeout=WAIT_MS)
+    assert view.playing and len(view.events) == len(cli_race.read_text().splitlines())
+    view.set_time(view.duration_s)
+    assert view.state().identity.startswith("T = 0: identical text ✓")
+    assert view.state().speedup.startswith("Measured speedup")
+    assert "race.jsonl" in window.status_label.text()
+    # Two runs that are no race (the target alone twice): the ordinary replay, as before.
+    lines = cli_race.read_text(encoding="utf-8").splitlines()
+    second = next(i for i, line in enumerate(lines) if '"mode": "baseline"' in line)
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines[second:] * 2) + "\n", encoding="utf-8")
+    window.race_window.hide()
+    view.clear()
+    window.open_recording(str(twice))
+    qtbot.waitUntil(lambda: window.run_view.record.started is not None, timeout=WAIT_MS)
+    assert window.run_view.record.started.mode == "baseline"
+    assert not window.race_window.isVisible() and view.race is None
+
+
 import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
 
 STAGE_MUTANTS = {
@@ -329,6 +458,11 @@ STAGE_MUTANTS = {
     "any recording opens as a race": (
         "test_open_race_recording_plays_it", "open_race_recording",
         [("if as_race(events) is None:", "if False:")]),
+    "Stop mid-race still starts the target alone": (
+        "test_stop_ends_a_race_with_its_first_half", "RaceRunner",
+        [('self._finished_run = isinstance(event, RunFinished) and \\\n'
+          '                event.stop_reason != "stopped"',
+          "self._finished_run = isinstance(event, RunFinished)")]),
     "the loader not wrapped: no step measured": (
         "test_the_step_is_measured_when_a_pair_loads", "_wrap_loader",
         [("owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]",
@@ -357,6 +491,84 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
                 globals()[test_name](qtbot, w, tmp_path)
             elif test_name == "test_file_menu_has_export_and_race_recordings":
                 globals()[test_name](w)
+            else:
+                globals()[test_name](qtbot, w)
+    finally:
+        w.close()
+
+
+import specviz.gui.app as APP  # noqa: E402, N812
+import specviz.gui.controls as CONTROLS  # noqa: E402, N812
+
+# Open/--replay finds races in two places: stage.open_if_race (small files, at once, on the
+# GUI thread) and the Replayer's own detection (detect_races=True: pipes and files being
+# read). The broken variant switches off whichever are present.
+_APP_SOURCE = inspect.getsource(APP.MainWindow)
+RACE_DETECTION_OFF = [edit for edit, present in (
+    (("speed=1.0, detect_races=True)", "speed=1.0, detect_races=False)"),
+     "detect_races=True" in _APP_SOURCE),
+    (("if open_if_race(self, path):", "if False:"), "open_if_race(self, path)" in _APP_SOURCE))
+    if present]
+RACE_OPTION_MUTANTS = {
+    "Run ignores the Race box": (
+        "test_run_with_race_ticked_starts_the_race", APP, "MainWindow",
+        [("if self.controls.race.isChecked() and not (paused or steps):", "if False:")]),
+    "Run always races": (
+        "test_run_without_race_is_a_normal_run", APP, "MainWindow",
+        [("if self.controls.race.isChecked() and not (paused or steps):",
+          "if not (paused or steps):")]),
+    "Race and Target alone both ticked": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS,
+        "ControlsPanel",
+        [("self.race.toggled.connect(lambda on: on and self.baseline.setChecked(False))",
+          "pass")]),
+    "the Run button silent about the race": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS,
+        "ControlsPanel",
+        [('self.race.toggled.connect(lambda on: self.run_button.setText("▶ Race" if on else '
+          '"▶ Run"))', "pass")]),
+    "the tooltip silent on how it is measured": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "RACE_HELP",
+        None),
+    "Open/--replay never looks for a race": (
+        "test_a_cli_race_recording_replays_as_a_race", APP, "MainWindow",
+        RACE_DETECTION_OFF),
+    **({"any two runs open as a race": (
+        "test_a_cli_race_recording_replays_as_a_race", STAGE, "race_recording",
+        [("return events if as_race(events) is not None else None", "return events")])}
+       if "open_if_race(self, path)" in inspect.getsource(APP.MainWindow) else {}),
+    "the Race box not in FIELDS (not kept)": (
+        "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "FIELDS",
+        None),
+}
+
+
+@pytest.mark.parametrize("name", list(RACE_OPTION_MUTANTS))
+def test_each_race_option_test_rejects_its_broken_variant(
+        name: str, qtbot, settings_store, cli_race: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytestqt.exceptions import TimeoutError as QtTimeout
+
+    from tests.tiny import tiny_pair
+
+    test_name, module, attr, edits = RACE_OPTION_MUTANTS[name]
+    if attr == "RACE_HELP":
+        broken = "Race: the speculative run and the target alone."
+    elif attr == "FIELDS":
+        broken = tuple(f for f in CONTROLS.FIELDS if f.key != "mode/race")
+    else:
+        broken = mutant(getattr(module, attr), *edits)
+    monkeypatch.setattr(module, attr, broken)
+    if module is CONTROLS and hasattr(APP, attr):  # the name the window imported
+        monkeypatch.setattr(APP, attr, broken)
+    monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
+    w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
+    try:
+        with pytest.raises((AssertionError, QtTimeout)):
+            if test_name == "test_the_race_option_is_shown_kept_and_excludes_target_alone":
+                globals()[test_name](qtbot, w, settings_store)
+            elif test_name == "test_a_cli_race_recording_replays_as_a_race":
+                globals()[test_name](qtbot, w, cli_race, tmp_path)
             else:
                 globals()[test_name](qtbot, w)
     finally:

@@ -390,7 +390,7 @@ def test_a_replay_opened_mid_run_holds_none_of_its_events(qtbot, window, endless
 
 
 def test_a_live_run_started_during_a_replay_stops_it(qtbot, window, tmp_path: Path) -> None:
-    window.replayer.interval_ms = 5000  # a slow replay: one event per 5 s
+    window.replayer.set_speed(0.01)  # a slow replay: 100 × the recorded 0.1 s per round
     path = write(tmp_path / "rec.jsonl", lines_of(speculative_events()))
     window.open_recording(str(path))
     qtbot.waitUntil(lambda: window.run_view.flush() or window.run_view.record.started
