@@ -8,7 +8,8 @@
 
 Saves run.png (the window after the run), stream.png (the token stream alone),
 round-rejected.png and round-bonus.png (a round with a rejection / with full acceptance
-selected), presentation.png (no controls), then baseline.png and baseline-stream.png (the
+selected), presentation.png (no controls; presentation-dark.png and presentation-contrast.png
+in the other themes), then baseline.png and baseline-stream.png (the
 same prompt, target alone), and prints their paths. Your settings are not touched.
 """
 
@@ -99,15 +100,23 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             view.select_round(None)
             window.dock.hide()
             window.menuBar().hide()
+            window.statusBar().hide()
             # Presentation mode's type (F11 also goes full screen, which the grab's size fixes).
             from specviz.gui.zoom import presentation_factor
 
             window.zoom.set_factor(presentation_factor(window))
+            view.set_presenting(True)  # what F11 does to the layout: every panel in view
             app.processEvents()
             paths.append(_grab(window, out / "presentation.png", app))
+            for theme in ("dark", "contrast"):  # View → Theme (gui/themes.py)
+                window.set_theme(theme)
+                paths.append(_grab(window, out / f"presentation-{theme}.png", app))
+            window.set_theme("light")
+            view.set_presenting(False)
             window.zoom.set_factor(1.0)
             window.dock.show()
             window.menuBar().show()
+            window.statusBar().show()
 
             # The same prompt with the target alone, for the baseline colour and speed.
             window.baseline.setChecked(True)

@@ -35,6 +35,7 @@ from .replay_bar import install_replay_bar
 from .run_view import RunView
 from .stage import install_stage, open_if_race
 from .style import UI_POINT_SIZE
+from .themes import apply_theme, install_themes, theme_named
 from .worker import DecodeController, Loader, PairSpec, background_threads
 from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
 
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
         install_replay_bar(self)  # play / pause / speed / scrub while a recording is shown
         install_stage(self)  # race (F7), the step measured at load, File → Export
+        install_themes(self)  # View → Theme, remembered; Ctrl+Shift+T (gui/themes.py)
         if autoload:
             self.load_pair()
 
@@ -182,6 +184,11 @@ class MainWindow(QMainWindow):
         self.copy_output_action.triggered.connect(self.copy_output)
         edit_menu.addAction(self.copy_output_action)
         self.addAction(self.copy_output_action)
+
+    def set_theme(self, key: str) -> None:
+        """Light, dark or high contrast (gui/themes.py) on every view, and remember it."""
+        apply_theme(self, theme_named(key))
+        self.store.setValue("view/theme", self.theme.key)
 
     def _choose_demo(self, chosen: demo.Demo) -> None:
         """A demo prompt into the prompt box (Run then uses it); the status says what to see."""
@@ -417,9 +424,11 @@ class MainWindow(QMainWindow):
             self._zoom_before = self.zoom.factor
             self.zoom.set_factor(max(self.zoom.factor, presentation_factor(self)))
             self.presentation.enter()
+            self.run_view.set_presenting(True)  # every bar panel in view, nothing cut
             self.run_view.setFocus()  # clicker keys reach the window, not the prompt
         else:
             self.presentation.leave()
+            self.run_view.set_presenting(False)
             self.zoom.set_factor(getattr(self, "_zoom_before", 1.0))
             for splitter, state in zip(self.run_view.splitters,
                                        getattr(self, "_splits_before", []), strict=False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from html import escape
 
@@ -20,17 +21,13 @@ from PySide6.QtWidgets import (
 from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
 
 from .style import (
-    BONUS_COLOR,
     FATES,
-    MARK_COLOR,
-    P_COLOR,
     PLOT_POINT_SIZE,
-    Q_COLOR,
-    RESIDUAL_COLOR,
     configure_plots,
     fmt_prob,
     token_label,
 )
+from .themes import LIGHT, Theme, style_plot
 
 configure_plots()
 
@@ -39,6 +36,11 @@ AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick
 PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; the title fits
 PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
+# Presentation mode (fit): every panel in view, none scrolled to. Fewer candidates per panel
+# and narrower panels, so K = 8 (nine panels) fits two rows under the text at 1920 × 1080.
+FIT_N_SHOW = 4
+FIT_WIDTH = 0.75  # of PANEL_MIN_WIDTH: the label axis keeps its width, the bars give way
+FIT_TITLE_CHARS = 7  # the token in a title, presenting: two short lines, not three
 BAR = 0.4  # bar thickness; p above q within a candidate's row
 # Where the probability axis may end: a few fixed ends, so a new top probability each round
 # seldom moves the axis (a range change re-lays out and repaints the plot's axes).
@@ -107,6 +109,7 @@ class BarPanel:
 
     def __init__(self, font: QFont, scale: float = 1.0) -> None:
         self.scale = scale  # zoom (gui/zoom.py): fonts, axis width and title size follow it
+        self.title_lines = 3  # two in presentation mode (RoundBarsView.set_fit)
         self.plot = pg.PlotItem()
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -122,13 +125,14 @@ class BarPanel:
         self.plot.layout.removeItem(title)
         self.plot.layout.addItem(title, 0, 0, 1, 3)
         self.set_font(font, scale)
-        self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=P_COLOR,
+        self.theme = LIGHT  # set_theme
+        self.p_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=LIGHT.p,
                                       pen=pg.mkPen(None))
-        self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=Q_COLOR,
+        self.q_bars = pg.BarGraphItem(x0=[], y=[], height=BAR, width=[], brush=LIGHT.q,
                                       pen=pg.mkPen(None))
         # Outline around the chosen (drafted / resampled / bonus) token's row.
         self.mark = pg.BarGraphItem(x0=[], y=[], height=0.96, width=[], brush=None,
-                                    pen=pg.mkPen(MARK_COLOR, width=3))
+                                    pen=pg.mkPen(LIGHT.mark, width=3))
         for item in (self.p_bars, self.q_bars, self.mark):
             self.plot.addItem(item)
         # The title's text width must not set the panel's minimum width (then a row of
@@ -146,22 +150,31 @@ class BarPanel:
             # New bars next to an axis repaint it: from a pixmap, not its text drawn again.
             self.plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
+    def set_theme(self, theme: Theme) -> None:
+        """Axes, q bars and the outline in ``theme``; p bars and the title at the next show."""
+        self.theme = theme
+        style_plot(self.plot, theme)
+        self.q_bars.setOpts(brush=theme.q)
+        self.mark.setOpts(pen=pg.mkPen(theme.mark, width=3))
+
     def set_font(self, font: QFont, scale: float) -> None:
         """Tick fonts, label axis width and title room for a zoom ``scale`` (font: unscaled)."""
         self.scale = scale
         big = QFont(font)
         big.setPointSizeF(font.pointSizeF() * scale)
         small = QFont(font)
-        small.setPointSizeF(font.pointSizeF() * 0.8 * scale)
+        # Presenting (two-line titles), the probability ticks at full size: ≥ 24 px.
+        small.setPointSizeF(font.pointSizeF() * (1.0 if self.title_lines == 2 else 0.8) * scale)
         self.plot.getAxis("left").setStyle(tickFont=big)
         self.plot.getAxis("left").setWidth(round(AXIS_WIDTH * scale))
         self.plot.getAxis("bottom").setStyle(tickFont=small)
-        self.title_height = 3 * QFontMetricsF(big).lineSpacing() * 1.25 + 8
+        self.title_height = self.title_lines * QFontMetricsF(big).lineSpacing() * 1.25 + 8
         self.metrics = QFontMetricsF(big)
 
     def show(self, rows: list[str], p: list[float], q: list[float] | None, marked: int,
-             title: str, p_color: str = P_COLOR) -> None:
+             title: str, p_color: str | None = None) -> None:
         """Draw ``p`` (and ``q`` beside it, if given) for the candidates ``rows``."""
+        p_color = p_color or self.theme.p
         n = len(rows)
         ys = list(range(n))
         if q is None:
@@ -197,8 +210,8 @@ class BarPanel:
             self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
         self.title = title
         size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
-        if self._changed("title", (title, size, self.title_height)):
-            self.plot.setTitle(title, size=size)
+        if self._changed("title", (title, size, self.title_height, self.theme.key)):
+            self.plot.setTitle(title, size=size, color=self.theme.plot_text)
             # setTitle fixes the title row at 30 px (one line); ours has three.
             self.plot.titleLabel.setMaximumHeight(self.title_height)
             self.plot.layout.setRowFixedHeight(0, self.title_height)
@@ -234,11 +247,8 @@ class RoundBarsView(QWidget):
         header_font = QFont(font)
         header_font.setPointSize(PLOT_POINT_SIZE + 2)
         self.header.setFont(header_font)
-        self.key = QLabel(
-            f"<span style='color:{P_COLOR}'>■</span> <b>p</b> target &nbsp; "
-            f"<span style='color:{Q_COLOR}'>■</span> <b>q</b> draft &nbsp; "
-            f"<span style='color:{RESIDUAL_COLOR}'>■</span> residual norm(max(0, p − q)) &nbsp; "
-            f"<span style='color:{MARK_COLOR}'>▶ ▭</span> token taken")
+        self.theme = LIGHT  # set_theme
+        self.key = QLabel(self.key_html(LIGHT))
         self.key.setFont(font)
         self.key.setWordWrap(True)
         self.graphics = pg.GraphicsLayoutWidget()
@@ -263,6 +273,75 @@ class RoundBarsView(QWidget):
         self._widths: int | None = None  # the lone panel's maximum width now applied
         self.round: Round | None = None
         self._selected = False
+        self.fit = False  # presentation mode: set_fit
+        self.n_show = N_SHOW
+
+    def set_fit(self, fit: bool) -> None:
+        """Presentation mode: all panels in view (fewer candidates, narrower, even rows)."""
+        if fit == self.fit:
+            return
+        self.fit = fit
+        self.n_show = FIT_N_SHOW if fit else N_SHOW
+        for panel in self.panels:
+            panel.title_lines = 2 if fit else 3
+            panel.set_font(self._font, self.scale)
+        self._place(len(self._placed), force=True, shown=self._shown)
+        self.show_round(self.round, self._selected)
+
+    def panel_height(self) -> int:
+        """The height one row of panels needs at this zoom."""
+        if not self.fit:
+            return round(PANEL_MIN_HEIGHT * self.scale)
+        panel = self._panel(0)
+        line = panel.metrics.lineSpacing()
+        # The title, a row per candidate (labels must not touch), the probability axis.
+        return math.ceil(panel.title_height + self.n_show * line * 1.15 + 1.75 * line)
+
+    def fit_rows(self, height: int) -> None:
+        """Presenting: four candidates per panel, or three (K = 8 at 1920 × 1080), or two (K = 8
+        staged: the step's caption takes a row) as the rows of panels fit ``height`` px; the
+        round drawn again if that changed."""
+        if not self.fit:
+            return
+        count = len(self._placed)
+        rows = -(-count // self.columns(count)) if count else 1
+        n = next((n for n in range(FIT_N_SHOW, 2, -1) if rows * self._with(n) <= height), 2)
+        if n != self.n_show:
+            self.n_show = n
+            self.show_round(self.round, self._selected)
+
+    def _with(self, n: int) -> int:
+        """panel_height with ``n`` candidates."""
+        old, self.n_show = self.n_show, n
+        try:
+            return self.panel_height()
+        finally:
+            self.n_show = old
+
+    def wanted_height(self) -> int:
+        """Header, key and every row of panels: what the view needs to show all of them."""
+        layout = self.layout()
+        m = layout.contentsMargins()
+        width = self.width() - m.left() - m.right()
+        header = self.header.heightForWidth(width) if self.header.isVisibleTo(self) else 0
+        return (m.top() + m.bottom() + 2 * layout.spacing() + header
+                + self.key.heightForWidth(width) + self.graphics.minimumHeight() + 2)
+
+    @staticmethod
+    def key_html(theme: Theme) -> str:
+        return (f"<span style='color:{theme.p}'>■</span> <b>p</b> target &nbsp; "
+                f"<span style='color:{theme.q}'>■</span> <b>q</b> draft &nbsp; "
+                f"<span style='color:{theme.residual}'>■</span> residual norm(max(0, p − q))"
+                f" &nbsp; <span style='color:{theme.mark}'>▶ ▭</span> token taken")
+
+    def set_theme(self, theme: Theme) -> None:
+        """Every panel, the key and the background in ``theme``; the round drawn again."""
+        self.theme = theme
+        self.graphics.setBackground(theme.plot_bg)
+        self.key.setText(self.key_html(theme))
+        for panel in self.panels:
+            panel.set_theme(theme)
+        self.show_round(self.round, self._selected)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """The header and key at their wrapped height for this width, and a strip of panels."""
@@ -278,6 +357,11 @@ class RoundBarsView(QWidget):
     def _panel(self, i: int) -> BarPanel:
         while len(self.panels) <= i:
             self.panels.append(BarPanel(self._font, self.scale))
+            if self.fit:
+                self.panels[-1].title_lines = 2
+                self.panels[-1].set_font(self._font, self.scale)
+            if self.theme is not LIGHT:
+                self.panels[-1].set_theme(self.theme)
         return self.panels[i]
 
     def visible_panels(self) -> list[BarPanel]:
@@ -286,7 +370,11 @@ class RoundBarsView(QWidget):
     def columns(self, count: int) -> int:
         """As many columns as fit the width; more panels wrap to further rows."""
         width = self.scroll.viewport().width() - self.scroll.verticalScrollBar().sizeHint().width()
-        fit = max(1, int(width) // round(PANEL_MIN_WIDTH * self.scale))
+        least = PANEL_MIN_WIDTH * self.scale * (FIT_WIDTH if self.fit else 1.0)
+        fit = max(1, int(width) // round(least))
+        if self.fit and count:  # rows as even as they go: 9 panels in 5 + 4, not 6 + 3
+            rows = -(-count // fit)
+            return max(1, -(-count // rows))
         return max(1, min(count, fit))
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
@@ -305,7 +393,7 @@ class RoundBarsView(QWidget):
             self._panel(count - 1)  # make sure every panel exists before sizing them
         rows = -(-count // cols)
         # none yet: nothing to scroll
-        self.graphics.setMinimumHeight(round(rows * PANEL_MIN_HEIGHT * self.scale))
+        self.graphics.setMinimumHeight(rows * self.panel_height() if count else 0)
         # A lone panel (a baseline round) gets a third of the width, not all of it.
         lone = max(round(PANEL_MIN_WIDTH * self.scale), self.scroll.viewport().width() // 3)
         widths = lone if count == 1 else None  # None: Qt's default, no maximum
@@ -353,47 +441,67 @@ class RoundBarsView(QWidget):
             self._show_draft(self.panels[i], d)
         if rnd.extra is not None:
             self._show_extra(self.panels[len(decided)], rnd.extra, len(decided))
-        self.header.setText(self._headline(rnd, discarded, selected))
+        self.header.setText(self._headline(rnd, discarded, selected, self.theme.muted))
         self.updateGeometry()  # a headline on two lines needs a taller minimum
 
     def _show_draft(self, panel: BarPanel, d: DraftPosition) -> None:
-        cands = candidates(d)
+        cands = candidates(d, self.n_show)
         marked = next(i for i, c in enumerate(cands) if c.token_id == d.token_id)
-        verdict = ("<span style='color:#00507D'>✓ accepted</span>" if d.status == "accepted"
-                   else "<span style='color:#A03F00'>✗ rejected</span>")
+        verdict = (f"<span style='color:{self.theme.ink('accepted')}'>✓ accepted</span>"
+                   if d.status == "accepted" else
+                   f"<span style='color:{self.theme.ink('rejected')}'>✗ rejected</span>")
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
-        title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
-                 f"<b>{verdict}</b><br>"
-                 f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
-                 f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}</span>")
+        if self.fit:  # two lines: the verdict, and the test that decided it
+            ok = d.status == "accepted"
+            sign = f"<span style='color:{self.theme.ink('accepted' if ok else 'rejected')}'>" \
+                   f"{'✓' if ok else '✗'}</span>"
+            r = f"{d.r:.2f}" if d.r is not None else "—"
+            title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, FIT_TITLE_CHARS))}”"
+                     f" <b>{sign}</b><br>{small}r {r} {'&lt;' if ok else '≥'} min(1,p/q) "
+                     f"{d.ratio:.2f}</span>")
+        else:
+            title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
+                     f"<b>{verdict}</b><br>"
+                     f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
+                     f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}</span>")
         panel.show([token_label(c.text, LABEL_CHARS) for c in cands], [c.p or 0.0 for c in cands],
                    [c.q or 0.0 for c in cands], marked, title)
 
     def _show_extra(self, panel: BarPanel, e: ExtraToken, position: int) -> None:
-        rows = top_candidates(e.dist_top, e.token_id)
+        rows = top_candidates(e.dist_top, e.token_id, self.n_show)
         marked = next((i for i, r in enumerate(rows) if r[0] == e.token_id), -1)
         if e.kind == "resampled":
-            color = RESIDUAL_COLOR
+            color = self.theme.residual
             detail = f"from norm(max(0, p − q))<br>residual {fmt_prob(e.prob)} · p {fmt_prob(e.p)}"
         elif e.kind == "bonus":
-            color = BONUS_COLOR
+            color = self.theme.bonus
             detail = f"all K kept: one more from p<br>p {fmt_prob(e.p)}"
         else:
-            color = P_COLOR
+            color = self.theme.p
             detail = f"drawn from p<br>p {fmt_prob(e.p)}"
         fate = FATES[e.kind]
+        if self.fit:  # two lines: the token and its fate, where it was drawn from
+            detail = detail.split("<br>")[0].replace("all K kept: one more from p",
+                                                     "all K kept: from p")
+            title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, FIT_TITLE_CHARS))}”"
+                     f" <b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b>"
+                     f"<br><span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
+                     f"{detail}</span>")
+            panel.show([token_label(r[1], LABEL_CHARS) for r in rows], [r[2] for r in rows],
+                       None, marked, title, p_color=color)
+            return
         title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
-                 f"<b><span style='color:{fate.foreground}'>{fate.label}</span></b><br>"
+                 f"<b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b><br>"
                  f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
                  f"{detail}</span>")
         labels = [token_label(r[1], LABEL_CHARS) for r in rows]
         panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
 
     @staticmethod
-    def _headline(rnd: Round, discarded: int, selected: bool) -> str:
+    def _headline(rnd: Round, discarded: int, selected: bool, muted: str = "#595959") -> str:
         which = "selected round" if selected else "round"
         # The K policy's reason for this round's K (adaptive policies), e.g. "α̂ 0.62 … → K 3".
-        why = f" <span style='color:#595959'>[{escape(rnd.policy_reason)}]</span>" \
+        why = f" <span style='color:{muted}'>[{escape(rnd.policy_reason)}]</span>" \
             if rnd.policy_reason else ""
         if rnd.k == 0:
             return f"<b>{which.capitalize()} {rnd.index + 1}</b>: the target alone, one token." \

@@ -76,6 +76,7 @@ class Before:
     geometry: QByteArray
     dock_visible: bool
     menu_visible: bool
+    status_visible: bool = True
 
 
 class Presentation:
@@ -95,9 +96,10 @@ class Presentation:
             return
         w = self.window
         self.before = Before(w.windowState(), w.saveGeometry(), self.dock.isVisibleTo(w),
-                             w.menuBar().isVisibleTo(w))
+                             w.menuBar().isVisibleTo(w), w.statusBar().isVisibleTo(w))
         self.dock.hide()
         w.menuBar().hide()
+        w.statusBar().hide()  # small type the room cannot read; its height goes to the bars
         w.showFullScreen()
 
     def leave(self) -> None:
@@ -107,6 +109,7 @@ class Presentation:
         w = self.window
         self.dock.setVisible(before.dock_visible)
         w.menuBar().setVisible(before.menu_visible)
+        w.statusBar().setVisible(before.status_visible)
         if before.state & Qt.WindowState.WindowMaximized:
             w.showMaximized()
         else:

@@ -11,7 +11,7 @@ from collections import deque
 from html import escape
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QShowEvent
+from PySide6.QtGui import QFont, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -31,6 +31,7 @@ from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
 from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
+from .themes import LIGHT, Theme, apply_palette
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
@@ -44,11 +45,12 @@ STOP_REASONS = {
 }
 
 
-def legend_html() -> str:
+def legend_html(theme: Theme = LIGHT, notes: bool = True) -> str:
     """The legend: each fate drawn exactly as in the stream (colour and decoration)."""
     parts = []
     for kind in STREAM_KINDS:
         f = FATES[kind]
+        foreground, background = theme.fates[kind]
         deco = []
         if f.strike:
             deco.append("line-through")
@@ -56,16 +58,18 @@ def legend_html() -> str:
             deco.append("underline")
         if f.overline:
             deco.append("overline")
-        style = (f"color:{f.foreground}; background:{f.background}; "
+        style = (f"color:{foreground}; background:{background}; "
                  f"font-weight:{'900' if f.bold else '700'}; "
                  f"{'font-style:italic;' if f.italic else ''}"
                  f"text-decoration:{' '.join(deco) or 'none'}")
         label = f.label.replace(" ", "&nbsp;")  # a fate never breaks across lines
         parts.append(f"<span style='{style}'>&nbsp;{label}&nbsp;</span>")
     # Plain spaces between the fates: on a narrow window the legend wraps, never clips.
+    if not notes:  # presentation: one line (the bars' key says p and q)
+        return " &nbsp;".join(parts)
     return (" &nbsp;".join(parts)
-            + " &nbsp; <span style='color:#333'><b>p</b>&nbsp;=&nbsp;target, "
-              "<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:#333'>"
+            + f" &nbsp; <span style='color:{theme.text}'><b>p</b>&nbsp;=&nbsp;target, "
+              f"<b>q</b>&nbsp;=&nbsp;draft,</span> <span style='color:{theme.text}'>"
               "dotted&nbsp;underline&nbsp;=&nbsp;copied&nbsp;by&nbsp;lookup</span>")
 
 INEXACT_WARNING = ("Lenience B = {b:g} < 1: drafts are kept more often than p allows, so this "
@@ -95,8 +99,12 @@ class RunView(QWidget):
         self.banner = QLabel()
         self.banner.setWordWrap(True)
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setStyleSheet("QLabel { background: #FBE3D3; color: #5A1E00; "
-                                  "border: 3px solid #D55E00; padding: 8px; font-size: 15pt; }")
+        self.theme = LIGHT  # set_theme
+        self.banner.setStyleSheet(self._banner_css(LIGHT))
+        # Sizes as fonts, not in the style sheet: zoom (gui/zoom.py) scales widget fonts.
+        banner_font = QFont(ui_font)
+        banner_font.setPointSize(15)
+        self.banner.setFont(banner_font)
         self.banner_close = QToolButton()
         self.banner_close.setText("✕")
         self.banner_close.setToolTip("Dismiss")
@@ -109,9 +117,11 @@ class RunView(QWidget):
         # Lenience < 1 changes what the run means: said in the view, in words, all run long.
         self.inexact = QLabel()
         self.inexact.setWordWrap(True)
-        self.inexact.setStyleSheet("QLabel { background: #FFF0A0; color: #3D2C00; "
-                                   "border: 3px dashed #A03F00; padding: 6px; "
-                                   "font-size: 14pt; font-weight: bold; }")
+        self.inexact.setStyleSheet(self._inexact_css(LIGHT))
+        inexact_font = QFont(banner_font)
+        inexact_font.setPointSize(14)
+        inexact_font.setBold(True)
+        self.inexact.setFont(inexact_font)
         self.inexact.hide()
 
         self.legend = QLabel(legend_html())
@@ -177,6 +187,74 @@ class RunView(QWidget):
         self.timer.timeout.connect(self._on_timeout)
         self.timer.start()
 
+    @staticmethod
+    def _banner_css(theme: Theme) -> str:
+        fg, bg, border = theme.error
+        return (f"QLabel {{ background: {bg}; color: {fg}; border: 3px solid {border}; "
+                "padding: 8px; }")
+
+    @staticmethod
+    def _inexact_css(theme: Theme) -> str:
+        fg, bg, border = theme.warning
+        return (f"QLabel {{ background: {bg}; color: {fg}; border: 3px dashed {border}; "
+                "padding: 6px; }")
+
+    def set_theme(self, theme: Theme) -> None:
+        """Every view of the run in ``theme`` (gui/themes.py): palette, text, plots, banners."""
+        self.theme = theme
+        apply_palette(self, theme)
+        self.legend.setText(legend_html(theme, notes=not getattr(self, "presenting", False)))
+        self.banner.setStyleSheet(self._banner_css(theme))
+        self.inexact.setStyleSheet(self._inexact_css(theme))
+        self.stream.set_theme(theme)
+        self.acceptance.set_theme(theme)
+        self.speed.set_theme(theme)
+        self.bars.set_theme(theme)
+        if self.stager.active:
+            self.stager.draw()
+
+    def set_presenting(self, on: bool) -> None:
+        """Presentation mode: the bars fit without scrolling, the formula goes to tooltips,
+        and the splitters give each pane what it needs (fit_panes)."""
+        self.presenting = on
+        self.legend.setText(legend_html(self.theme, notes=not on))
+        self.bars.set_fit(on)
+        self.speed.set_compact(on)
+        self.acceptance.set_compact(on)
+        self.fit_panes()
+
+    def fit_panes(self) -> None:
+        """Presenting: the acceptance plots their minimum width and the text the rest; the
+        bars all the height their rows need and the text and plots the rest."""
+        if not getattr(self, "presenting", False):
+            return  # the user's proportions (and a state being restored) stay as they are
+        top, main = self.splitters
+        total = sum(top.sizes())
+        least = self.acceptance.minimumSizeHint().width()
+        if total:  # the text gets all the width the plots can spare (it is what is read)
+            top.setSizes([total - least, least])
+        total = sum(main.sizes())
+        bars = self.bars
+        # The step's caption changes with each step and may take a second line: room for it.
+        panel = self.stage_panel
+        staged = max(panel.sizeHint().height(), panel.height()) \
+            + panel.caption.fontMetrics().lineSpacing() if panel.isVisibleTo(self) else 0
+        if total:
+            bars.fit_rows(total - top.minimumSizeHint().height() - staged
+                          - (bars.wanted_height() - bars.graphics.minimumHeight()))
+            if self.stager.active:
+                self.stager.draw()  # the staged phase again, with as many candidates
+        lower = self.bars.wanted_height() + staged
+        upper = max(top.minimumSizeHint().height(), total - lower)
+        if total:
+            main.setSizes([upper, total - upper])
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if getattr(self, "presenting", False):
+            # After the splitters have their new sizes (they follow this event).
+            QTimer.singleShot(0, self.fit_panes)
+
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if not self._sized:  # proportions once; the user may drag the splitters after
@@ -238,6 +316,9 @@ class RunView(QWidget):
         """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares."""
         self.selected = None
         self.stager.start(rnd)
+        if getattr(self, "presenting", False):
+            self.fit_panes()  # the step's caption row, and every panel still in view
+            return
         main = self.splitters[1]
         total = sum(main.sizes())
         upper = main.widget(0).minimumSizeHint().height()
@@ -329,6 +410,11 @@ class RunView(QWidget):
         self.speed.update_from(rec.speed(baseline, step), rec.speculative)
         self.info.setText(self.info_text())
         self._show_exactness()
+        if getattr(self, "presenting", False) and \
+                self.bars.wanted_height() != getattr(self, "_fitted", None):
+            self.fit_panes()  # K changed (rows of panels), or the headline's lines
+            self._fitted = self.bars.wanted_height()
+            QTimer.singleShot(0, self.fit_panes)  # again once the new text is laid out
 
     def _show_exactness(self) -> None:
         rec = self.record

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMenu, QWidget
 
@@ -195,6 +195,64 @@ def _ask_path(parent: QWidget, title: str, name: str, filters: str) -> str:
     return path
 
 
+def _say(window: Any, message: str) -> None:
+    label = getattr(window, "status_label", None)
+    if label is not None:
+        label.setText(message)
+
+
+def export_plot(window: Any, kind: str, suffix: str) -> str:
+    """Ask for a path, then export the shown round's p/q panel ("pq-panel") or the acceptance
+    plots ("acceptance") as PNG or SVG (gui/export.py); the path, or "" if none was made."""
+    from . import export
+
+    name = f"{kind}.{suffix}"
+    path = _ask_path(window, f"Export {kind} as {suffix.upper()}", name,
+                     f"{suffix.upper()} (*.{suffix})")
+    if not path:
+        return ""
+    if kind == "pq-panel":
+        rnd = window.run_view.shown_round()
+        if rnd is None:
+            _say(window, "Nothing to export yet: run or open a recording first.")
+            return ""
+        export.export_bars(rnd, path)
+    else:
+        export.export_acceptance(list(window.run_view.record.events), path)
+    _say(window, f"Exported {path} (1920 × 1080, projector type)")
+    return path
+
+
+def plot_menu(window: Any, kind: str, parent: QWidget) -> QMenu:
+    """The right-click menu of the p/q panels or the acceptance plots."""
+    menu = QMenu(parent)
+    menu.addAction("Export as PNG…", lambda: export_plot(window, kind, "png"))
+    menu.addAction("Export as SVG…", lambda: export_plot(window, kind, "svg"))
+    return menu
+
+
+def popup(menu: QMenu, where: QPoint) -> None:
+    """Show ``menu`` at ``where`` until the user picks or leaves (tests replace this)."""
+    menu.exec(where)
+
+
+def install_plot_menus(window: Any) -> dict[str, QWidget]:
+    """Right-click on the p/q panels or the acceptance plots: Export as PNG… / SVG….
+
+    pyqtgraph's own ViewBox menus are off (setMenuEnabled(False)). A right click on a
+    graphics view's viewport reaches the view itself (QAbstractScrollArea.viewportEvent), so
+    the menu belongs to the view.
+    """
+    view = window.run_view
+    targets = {"pq-panel": view.bars.graphics, "acceptance": view.acceptance}
+    for kind, widget in targets.items():
+        widget.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        widget.customContextMenuRequested.connect(
+            lambda pos, k=kind, w=widget: popup(plot_menu(window, k, w),
+                                                w.viewport().mapToGlobal(pos)))
+    return targets
+
+
 def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
     """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs."""
     from . import export
@@ -205,25 +263,10 @@ def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
         return list(window.run_view.record.events)
 
     def say(message: str) -> None:
-        label = getattr(window, "status_label", None)
-        if label is not None:
-            label.setText(message)
+        _say(window, message)
 
     def plot(kind: str, suffix: str) -> None:
-        name = f"{kind}.{suffix}"
-        path = _ask_path(window, f"Export {kind} as {suffix.upper()}", name,
-                         f"{suffix.upper()} (*.{suffix})")
-        if not path:
-            return
-        if kind == "pq-panel":
-            rnd = window.run_view.shown_round()
-            if rnd is None:
-                say("Nothing to export yet: run or open a recording first.")
-                return
-            export.export_bars(rnd, path)
-        else:
-            export.export_acceptance(events(), path)
-        say(f"Exported {path} (1920 × 1080, projector type)")
+        export_plot(window, kind, suffix)
 
     def transcript() -> None:
         path = _ask_path(window, "Export the transcript", "transcript.html", "HTML (*.html)")
@@ -350,8 +393,10 @@ def install_stage(window: Any) -> RaceWindow:
         open_race.triggered.connect(lambda: open_race_recording(window, race_window))
         file_menu.insertAction(first, open_race)
         file_menu.insertMenu(first, build_export_menu(window, race_window))
+    window.plot_menu_targets = install_plot_menus(window)
     return race_window
 
 
-__all__ = ["RaceRunner", "RaceWindow", "StepReporter", "build_export_menu", "install_stage",
-           "measuring_loader", "open_if_race", "open_race_recording", "race_recording"]
+__all__ = ["RaceRunner", "RaceWindow", "StepReporter", "build_export_menu", "export_plot",
+           "install_plot_menus", "install_stage", "measuring_loader", "open_if_race",
+           "open_race_recording", "plot_menu", "race_recording"]

@@ -20,17 +20,12 @@ from specviz.core.events import Round
 
 from .bars import LABEL_CHARS, RoundBarsView, candidates, top_candidates
 from .style import (
-    BLUE,
-    BONUS_COLOR,
     FATES,
-    MARK_COLOR,
-    P_COLOR,
     PLOT_POINT_SIZE,
-    Q_COLOR,
-    RESIDUAL_COLOR,
     fmt_prob,
     token_label,
 )
+from .themes import LIGHT, contrast_ratio
 
 GREYED = "#C8C8C8"
 SUB = "₀₁₂₃₄₅₆₇₈₉"
@@ -110,13 +105,14 @@ class RLine(QWidget):
         left, right = fm.horizontalAdvance("0 ") + 6, self.width() - fm.horizontalAdvance(" 1") - 6
         y = self.height() / 2
         span = right - left
-        p.fillRect(QRectF(left, y - 10, span * self.ratio, 20), QColor("#CCE3F4"))
-        p.setPen(QPen(QColor("#111111"), 3))
+        theme = getattr(self, "theme", LIGHT)  # the bars' theme (Stager.draw)
+        p.fillRect(QRectF(left, y - 10, span * self.ratio, 20), QColor(theme.bg("accepted")))
+        p.setPen(QPen(QColor(theme.text), 3))
         p.drawLine(left, int(y), right, int(y))
         p.drawText(2, int(y + fm.ascent() / 2), "0")
         p.drawText(right + 6, int(y + fm.ascent() / 2), "1")
         x = left + span * self.ratio
-        p.setPen(QPen(QColor(BLUE), 4))
+        p.setPen(QPen(QColor(theme.line), 4))
         p.drawLine(int(x), int(y - 16), int(x), int(y + 16))
         # Captions: min(1, p/q) above its tick, r below its marker (the accept zone is shaded).
         small = QFont(font)
@@ -129,7 +125,11 @@ class RLine(QWidget):
         p.drawText(tx, int(y - 18), text)
         if self.r is not None:
             xr = left + span * self.r
-            color = QColor(BLUE if self.accepted else MARK_COLOR)
+            # Kept: r lies in the shaded zone, so the marker takes the ink that reads on it.
+            kept = theme.fg("accepted") if contrast_ratio(theme.fg("accepted"),
+                                                         theme.bg("accepted")) >= 3 \
+                else theme.text
+            color = QColor(kept if self.accepted else theme.mark)
             p.setPen(QPen(color, 3))
             p.setBrush(color)
             p.drawEllipse(QRectF(xr - 9, y - 9, 18, 18))
@@ -209,6 +209,9 @@ class Stager:
         phase = self.phases[self.index]
         bars = self.bars
         scale = bars.scale
+        t = bars.theme
+        self.panel.rline.theme = t  # type: ignore[attr-defined]
+        greyed = GREYED if t is LIGHT else t.greyed
         names = [p.name for p in self.phases[: self.index + 1]]
         scored = "score" in names
         discard = "discard" in names
@@ -222,16 +225,17 @@ class Stager:
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * scale:g}pt'>"
         for i, d in enumerate(shown):
             panel = bars.panels[i]
-            cands = candidates(d)
+            cands = candidates(d, bars.n_show)
             marked = next(j for j, c in enumerate(cands) if c.token_id == d.token_id)
             label = escape(token_label(d.text, LABEL_CHARS))
             grey = discard and d.status == "discarded"
             if i < phase.tested or (discard and d.status != "discarded"):
-                verdict = ("<span style='color:#00507D'>✓ kept</span>" if d.status == "accepted"
-                           else "<span style='color:#A03F00'>✗ rejected</span>")
+                verdict = (f"<span style='color:{t.ink('accepted')}'>✓ kept</span>"
+                           if d.status == "accepted" else
+                           f"<span style='color:{t.ink('rejected')}'>✗ rejected</span>")
                 detail = f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}"
             elif grey:
-                verdict = f"<span style='color:{FATES['prompt'].foreground}'>discarded</span>"
+                verdict = f"<span style='color:{t.muted}'>discarded</span>"
                 detail = "never tested"
             else:
                 verdict, detail = ("scored" if scored else "proposed"), ""
@@ -239,17 +243,20 @@ class Stager:
                 f"q {fmt_prob(d.q)}"
             title = (f"<b>x{sub(i + 1)}</b> “{label}” <b>{verdict}</b><br>"
                      f"{small}{figures}<br>{detail}</span>")
+            if bars.fit:  # presentation: two lines (the panels' title room)
+                title = (f"<b>x{sub(i + 1)}</b> “{escape(token_label(d.text, 8))}” "
+                         f"<b>{verdict}</b><br>{small}{detail or figures}</span>")
             ps = [(c.p or 0.0) if scored else 0.0 for c in cands]
             panel.show([token_label(c.text, LABEL_CHARS) for c in cands], ps,
                        [c.q or 0.0 for c in cands], marked, title,
-                       p_color=GREYED if grey else P_COLOR)
-            panel.q_bars.setOpts(brush=GREYED if grey else Q_COLOR)
+                       p_color=greyed if grey else t.p)
+            panel.q_bars.setOpts(brush=greyed if grey else t.q)
         if dist and rnd.extra is not None:
             e = rnd.extra
-            rows = top_candidates(e.dist_top, e.token_id)
+            rows = top_candidates(e.dist_top, e.token_id, bars.n_show)
             marked = next((j for j, r in enumerate(rows) if r[0] == e.token_id), -1) \
                 if drawn else -1
-            color = RESIDUAL_COLOR if e.kind == "resampled" else BONUS_COLOR
+            color = t.residual if e.kind == "resampled" else t.bonus
             what = "residual norm(max(0, p − q))" if e.kind == "resampled" else \
                 f"p at position {k + 1}"
             head = (f"<b>“{escape(token_label(e.text, LABEL_CHARS))}” "

@@ -20,6 +20,7 @@ from .style import (
     VERMILLION,
     configure_plots,
 )
+from .themes import LIGHT, Theme, style_plot
 
 configure_plots()
 
@@ -58,19 +59,23 @@ def integer_ticks(top: float, most: int = 4, first: int = 0,
     return [(v, str(v)) for v in range(first, last + 1, step)]
 
 
+def rate_title(theme: Theme) -> str:
+    return (f"Kept ÷ drafted: <span style='color:{theme.line}'>━ total</span>"
+            f" <span style='color:{theme.points}'>● per round</span>")
+
+
 class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     """Acceptance per round and cumulative; accepted-per-round histogram; by draft position."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.theme = LIGHT  # set_theme
         self.setBackground("w")
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
         self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
         # Titles say what the axes are: axis captions would take rows the plots need.
-        _style_plot(self.rate_plot, font,
-                    f"Kept ÷ drafted: <span style='color:{BLUE}'>━ total</span>"
-                    f" <span style='color:{SKY_BLUE}'>● per round</span>")
+        _style_plot(self.rate_plot, font, rate_title(LIGHT))
         self.rate_plot.setYRange(0, 1.05, padding=0)
         self.round_points = self.rate_plot.plot(
             [], [], pen=None, symbol="o", symbolSize=7, symbolBrush=SKY_BLUE,
@@ -143,7 +148,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._set_k(0)
         self._set_rounds(0)
         self._set_count_axis(0)
-        self._update_drafting(RunRecord())  # whole-number axes before the first run
+        self._count_top: float = 0
+        self._record = RunRecord()
+        self._update_drafting(self._record)  # whole-number axes before the first run
         # The drafter names have descenders ("q", "lookup") that digits lack: a taller axis,
         # and the same under the bars beside it so the three zero lines stay level.
         for plot in (self.hist_plot, self.pos_plot, self.drafter_plot):
@@ -153,13 +160,41 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self._bottom_heights = {plot: plot.getAxis("bottom").fixedHeight
                                 for plot in self._titles}
 
+    def set_theme(self, theme: Theme) -> None:
+        """Background, axes, titles, guide lines, bars, lines and symbols in ``theme``."""
+        self.theme = theme
+        self.setBackground(theme.plot_bg)
+        self._titles[self.rate_plot] = rate_title(theme)
+        for plot in self._titles:
+            style_plot(plot, theme)
+            for item in plot.items:
+                if isinstance(item, pg.InfiniteLine) and item is not self.selected_line:
+                    item.setPen(pg.mkPen(theme.plot_grid))
+        self.set_scale(self.scale)  # the titles again, in the theme's ink
+        self.round_points.setSymbolBrush(theme.points)
+        self.cumulative_line.setPen(pg.mkPen(theme.line, width=4))
+        self.selected_line.setPen(pg.mkPen(theme.mark, width=2, style=Qt.PenStyle.DashLine))
+        self.hist_bars.setOpts(brush=theme.line)
+        self.hist_expected.setSymbolBrush(theme.expected)
+        self.hist_expected.setSymbolPen(pg.mkPen(theme.plot_text))
+        self.pos_bars.setOpts(brush=theme.points, pen=pg.mkPen(theme.line, width=1))
+        self.k_line.setPen(pg.mkPen(theme.line, width=3))
+        self.k_line.setSymbolBrush(theme.line)
+        self.drafter_bars.setOpts(pen=pg.mkPen(theme.plot_text, width=1),
+                                  brushes=[self.drafter_color(n) for n in self._drafters or ()])
+
     def set_scale(self, scale: float) -> None:
         """Zoom: titles, tick fonts, axis widths and the minimum size follow ``scale``."""
         self.scale = scale
         tick = QFont(self._tick_font)
         tick.setPointSizeF(self._tick_font.pointSizeF() * scale)
         for plot, title in self._titles.items():
-            plot.setTitle(title, size=f"{PLOT_POINT_SIZE * scale:g}pt")
+            plot.setTitle(title, size=f"{PLOT_POINT_SIZE * scale:g}pt",
+                          color=self.theme.plot_text)
+            # setTitle fixes the title row at 30 px: zoomed, the text is taller than that.
+            height = max(30, math.ceil(plot.titleLabel.item.boundingRect().height()))
+            plot.titleLabel.setMaximumHeight(height)
+            plot.layout.setRowFixedHeight(0, height)
             for name in ("left", "bottom"):
                 plot.getAxis(name).setStyle(tickFont=tick)
             plot.getAxis("left").setWidth(round(34 * scale))
@@ -167,8 +202,27 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             if base is not None:  # a fixed height (room for descenders): scaled with the text
                 plot.getAxis("bottom").setHeight(round(base * scale))
         # Height grows less than the text: on a projector the round's bars need the room.
+        # Presenting (compact), no taller than at 1×: the round's panels need all rows in view.
+        grow = 1.0 if getattr(self, "compact", False) else min(scale, 1.2)
         self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
-                            round(ACCEPTANCE_MIN_HEIGHT * min(scale, 1.2)))
+                            round(ACCEPTANCE_MIN_HEIGHT * grow))
+        self.ci.layout.invalidate()
+        self.updateGeometry()  # a splitter holding it learns the new minimum now
+
+    def set_compact(self, on: bool) -> None:
+        """Presentation mode: the plots' minimum height stays at 1× (set_scale), so the y axes
+        keep their two ends only (three labels of projector type would touch)."""
+        self.compact = on
+        shares = [(0, "0"), (1, "1")] if on else [(0, "0"), (0.5, ".5"), (1, "1")]
+        for plot in (self.rate_plot, self.pos_plot, self.drafter_plot):
+            plot.getAxis("left").setTicks([shares, []])
+        self._top = self._k_top = -1  # the count axes again, with or without their middles
+        self._set_count_axis(self._count_top)
+        self._update_drafting(self._record)
+        self.set_scale(self.scale)
+
+    def _ends(self, ticks: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        return [ticks[0], ticks[-1]] if getattr(self, "compact", False) else ticks
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
@@ -196,7 +250,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             [integer_ticks(shown, most=8, first=1, cover=False), []])
 
     def _set_count_axis(self, top: float) -> None:
-        ticks = integer_ticks(top, most=3)
+        ticks = self._ends(integer_ticks(top, most=3))
         last = ticks[-1][0]
         if last == self._top:
             return
@@ -224,7 +278,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.pos_bars.setOpts(x=list(range(1, len(by_pos) + 1)), height=by_pos)
         started = record.started
         self._set_k(max(k, started.settings.k if started is not None else 0))
-        self._set_count_axis(max([*hist, *expected, 1]))
+        self._count_top = max([*hist, *expected, 1])
+        self._set_count_axis(self._count_top)
+        self._record = record
         self._update_drafting(record)
 
     def _update_drafting(self, record: RunRecord) -> None:
@@ -238,14 +294,14 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         top = max([*ks, record.k, 1])
         if top != self._k_top:
             self._k_top = top
-            ticks = integer_ticks(top, most=3)
+            ticks = self._ends(integer_ticks(top, most=3))
             self.k_plot.getAxis("left").setTicks([ticks, []])
             self.k_plot.setYRange(0, ticks[-1][0] * 1.08, padding=0)
         split = record.alpha_by_drafter() if record.speculative else {}
         names = tuple(split)
         self.drafter_bars.setOpts(
             x=list(range(len(names))), height=[a for a, _ in split.values()],
-            brushes=[DRAFTER_COLORS.get(name, GREY) for name in names])
+            brushes=[self.drafter_color(name) for name in names])
         if names != self._drafters:
             self._drafters = names
             self.drafter_plot.getAxis("bottom").setTicks(
@@ -256,6 +312,11 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             "α = kept ÷ tested, for the drafts each drafter proposed: " + ", ".join(
                 f"{name} {alpha:.2f} (n = {tested} tested)"
                 for name, (alpha, tested) in split.items()))
+
+    def drafter_color(self, name: str) -> str:
+        if self.theme is LIGHT:
+            return DRAFTER_COLORS.get(name, GREY)
+        return {"model": self.theme.q, "lookup": self.theme.lookup}.get(name, self.theme.muted)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
@@ -340,6 +401,16 @@ class SpeedView(QWidget):
         self.columns = 0
         self._arrange(6)
 
+    def set_theme(self, theme: Theme) -> None:
+        """Captions and the formula in the theme's muted ink (numbers: the palette's)."""
+        for label in (*self.names.values(), self.formula):
+            label.setStyleSheet(f"color: {theme.muted}")
+
+    def set_compact(self, on: bool) -> None:
+        """Presentation mode: the formula line goes (it stays in the numbers' tooltips)."""
+        self.compact = on
+        self.formula.setVisible(self.columns == 6 and not on)
+
     def _arrange(self, columns: int) -> None:
         """Put the numbers in ``columns`` columns (each number above its caption)."""
         if columns == self.columns:
@@ -355,7 +426,7 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
         # Narrow: the numbers take two rows, and the formula stays in the tooltips.
-        self.formula.setVisible(columns == 6)
+        self.formula.setVisible(columns == 6 and not getattr(self, "compact", False))
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())

@@ -33,6 +33,7 @@ from .style import (
     token_label,
     with_newline_marks,
 )
+from .themes import LIGHT, Theme, apply_palette
 
 REJECTED_SCALE = 0.65  # size of a struck rejected draft, relative to the stream's text
 # Who drafted a token, in words (tooltips). A token not drafted by the draft model gets a
@@ -107,6 +108,36 @@ class TokenStreamView(QTextEdit):
         struck.setFontPointSize(struck.fontPointSize() * REJECTED_SCALE)
         self._cursor = QTextCursor(self.document())
         self.scale = 1.0  # zoom (gui/zoom.py)
+        self.theme = LIGHT  # gui/themes.py: set_theme
+
+    def set_theme(self, theme: Theme) -> None:
+        """Recolour every fragment drawn and every format to come (sizes and marks kept)."""
+        self.theme = theme
+        apply_palette(self, theme)
+        for key, fmt in self._formats.items():
+            kind = "rejected" if key == "rejected_pending" else key
+            fmt.setForeground(QColor(theme.fg(kind)))
+            if kind != "prompt":
+                fmt.setBackground(QColor(theme.bg(kind)))
+            if fmt.fontUnderline() and kind == "resampled":
+                fmt.setUnderlineColor(QColor(theme.fg(kind)))
+        cursor = QTextCursor(self.document())
+        first = self.spans[0].start if self.spans else self.document().characterCount() - 1
+        pieces = [(0, first, "prompt"), *((s.start, s.end, s.kind) for s in self.spans)]
+        cursor.beginEditBlock()
+        for start, end, kind in pieces:
+            if end <= start:
+                continue
+            cursor.setPosition(start)
+            cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            fmt = QTextCharFormat()
+            fmt.setForeground(QColor(theme.fg(kind)))
+            if kind != "prompt":
+                fmt.setBackground(QColor(theme.bg(kind)))
+            cursor.mergeCharFormat(fmt)
+        cursor.endEditBlock()
+        self._cursor.movePosition(QTextCursor.MoveOperation.End)
+        self.viewport().update()
 
     def set_scale(self, scale: float) -> None:
         """Zoom: every fragment already drawn and every format to come, by the same ratio."""
@@ -344,7 +375,7 @@ class TokenStreamView(QTextEdit):
         if lo >= hi:
             return
         painter = QPainter(viewport)
-        pen = QPen(QColor(INK), DRAFTER_MARK_WIDTH, Qt.PenStyle.DotLine)
+        pen = QPen(QColor(self.theme.text), DRAFTER_MARK_WIDTH, Qt.PenStyle.DotLine)
         pen.setCapStyle(Qt.PenCapStyle.FlatCap)
         painter.setPen(pen)
         cursor = QTextCursor(self.document())

@@ -38,7 +38,7 @@ FATES: dict[str, Fate] = {
     "prompt": Fate("prompt", "prompt", "#5E5E5E", "#FFFFFF", help="the text you gave"),
     "accepted": Fate("accepted", "accepted draft", "#00507D", "#CCE3F4",
                      help="drafted by q, kept by p (r < min(1, p/q))"),
-    "rejected": Fate("rejected", "rejected draft", "#A03F00", "#F7CDBA", strike=True,
+    "rejected": Fate("rejected", "rejected draft", "#9C3D00", "#F7CDBA", strike=True,
                      help="drafted by q, refused by p: shown, then struck through"),
     "resampled": Fate("resampled", "resampled", "#574000", "#FFF0A0", underline=True,
                       help="drawn from norm(max(0, p − q)) after a rejection"),
@@ -61,19 +61,22 @@ UI_POINT_SIZE = 12
 PLOT_POINT_SIZE = 13
 
 
-def char_format(kind: str, point_size: float = STREAM_POINT_SIZE) -> QTextCharFormat:
-    """The character format of a token of one fate in the stream."""
+def char_format(kind: str, point_size: float = STREAM_POINT_SIZE,
+                colors: tuple[str, str] | None = None) -> QTextCharFormat:
+    """The character format of a token of one fate in the stream (``colors``: a theme's
+    (text, background) for it; default the light theme's)."""
     fate = FATES[kind]
+    foreground, background = colors or (fate.foreground, fate.background)
     fmt = QTextCharFormat()
-    fmt.setForeground(QColor(fate.foreground))
+    fmt.setForeground(QColor(foreground))
     if kind != "prompt":
-        fmt.setBackground(QColor(fate.background))
+        fmt.setBackground(QColor(background))
     fmt.setFontPointSize(point_size)
     fmt.setFontStrikeOut(fate.strike)
     fmt.setFontUnderline(fate.underline)
     if fate.underline:
         fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.SingleUnderline)
-        fmt.setUnderlineColor(QColor(fate.foreground))
+        fmt.setUnderlineColor(QColor(foreground))
     fmt.setFontOverline(fate.overline)
     fmt.setFontItalic(fate.italic)
     fmt.setFontWeight(QFont.Weight.Bold if fate.bold else QFont.Weight.Normal)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QWheelEvent
 from PySide6.QtWidgets import QWidget
 
@@ -71,6 +71,10 @@ class Zoom(QObject):
         view.stream.set_scale(factor)
         view.bars.set_scale(factor)
         view.acceptance.set_scale(factor)
+        # Presenting: the panes' shares for the new type size, now and once the larger
+        # labels above them are laid out (the splitter's height follows them).
+        view.fit_panes()
+        QTimer.singleShot(0, view.fit_panes)
         self.changed.emit(factor)
 
     def zoom_in(self) -> None:
