@@ -26,7 +26,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
 from specviz.core.models import ModelPair, draft_id_table, load_pair  # noqa: E402
+from specviz.core.tally import Tally  # noqa: E402
 from specviz.distill.prompts import (  # noqa: E402
     free_prompts,
     handwritten_prompts,
@@ -89,61 +89,48 @@ def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
                max_new: int) -> dict[str, Any]:
     """α = P(kept | tested) over all prompts, P(kept | position reached), and the share of
     output tokens a reduced-vocabulary draft cannot propose (each one is a sure rejection)."""
-    acc = drafted = rounds = tokens = outside = 0
-    reached, kept = [0] * k, [0] * k
+    tally = Tally()  # the engine's own counting (core/tally.py), folded from the Rounds
+    outside = 0
     in_vocab = (None if pair.draft_vocab_map is None
                 else frozenset(pair.draft_vocab_map.tolist()))
     for i, prompt in enumerate(prompts):
         s = Settings(k=k, temperature=temperature, max_new_tokens=max_new, seed=i)
         for event in SpeculativeDecoder(pair, s).run(prompt):
             if isinstance(event, Round):
-                for pos in event.drafted:
-                    if pos.status != "discarded":  # discarded: after a rejection, not tried
-                        reached[pos.index] += 1
-                        kept[pos.index] += pos.status == "accepted"
+                tally.add_round(event)
                 if in_vocab is not None:
                     outside += sum(t not in in_vocab for t in event.appended_ids)
-            elif isinstance(event, RunFinished):
-                acc += event.summary.accepted
-                drafted += event.summary.drafted
-                rounds += event.summary.rounds
-                tokens += event.summary.tokens
-    return {"temperature": temperature, "accepted_over_drafted": acc / max(drafted, 1),
-            "accepted": acc,
-            "drafted": drafted, "tokens_per_round": tokens / max(rounds, 1),
-            "alpha": sum(kept) / max(sum(reached), 1),
-            "by_position": [kept[j] / max(reached[j], 1) for j in range(k)],
-            "outside_draft_vocab": outside / max(tokens, 1)}
+    by_position = tally.acceptance_by_position()
+    by_position += [0.0] * (k - len(by_position))
+    return {"temperature": temperature, "accepted_over_drafted": tally.acceptance_rate,
+            "accepted": tally.accepted,
+            "drafted": tally.drafted, "tokens_per_round": tally.mean_tokens_per_round,
+            "alpha": tally.alpha,
+            "by_position": by_position[:k],
+            "outside_draft_vocab": outside / max(tally.tokens, 1)}
 
 
 def speed(pair: ModelPair, prompts: list[str], ks: list[int], max_new: int,
           reps: int) -> dict[str, Any]:
     """Target alone vs speculative at T=0 for each K, interleaved per prompt; first pass warms."""
     base_settings = Settings(k=1, temperature=0.0, max_new_tokens=max_new, seed=0)
-    t_base, n_base = 0.0, 0
-    t_spec = dict.fromkeys(ks, 0.0)
-    n_spec = dict.fromkeys(ks, 0)
+    base_tally = Tally()  # tokens and wall time of each row, from the runs' Summaries
+    spec_tally = {k: Tally() for k in ks}
     mismatches = 0
     for rep in range(reps + 1):
         for prompt in prompts:
-            t0 = time.perf_counter()
             base = finish(AutoregressiveDecoder(pair, base_settings), prompt)
-            dt = time.perf_counter() - t0
             if rep > 0 or reps == 0:
-                t_base += dt
-                n_base += len(base.generated_ids)
+                base_tally.add_summary(base.summary)
             for k in ks:
-                t0 = time.perf_counter()
                 spec = finish(SpeculativeDecoder(pair, replace(base_settings, k=k)), prompt)
-                dt = time.perf_counter() - t0
                 mismatches += base.generated_ids != spec.generated_ids
                 if rep > 0 or reps == 0:
-                    t_spec[k] += dt
-                    n_spec[k] += len(spec.generated_ids)
-    target = n_base / t_base
+                    spec_tally[k].add_summary(spec.summary)
+    target = base_tally.tokens_per_s
     return {"target_tok_s": target, "greedy_mismatches": mismatches,
-            "by_k": {k: {"spec_tok_s": n_spec[k] / t_spec[k],
-                         "speedup": n_spec[k] / t_spec[k] / target} for k in ks}}
+            "by_k": {k: {"spec_tok_s": t.tokens_per_s,
+                         "speedup": t.tokens_per_s / target} for k, t in spec_tally.items()}}
 
 
 def main() -> int:

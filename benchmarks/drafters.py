@@ -1,7 +1,7 @@
 """Drafters × K policies on the bundled pair, side by side in one run, against the target alone.
 
     .venv/bin/python benchmarks/drafters.py [--sets grounded,template,free] [--prompts 4]
-        [--temperatures 0,1] [--max-new-tokens 64] [--combos model:fixed,lookup:cost,...]
+        [--temperatures 0,1] [--max-new-tokens 64] [--combos model:fixed,lookup:cost:6,...]
 
 For each prompt, interleaved (so a drifting machine load hits every row alike): the target
 alone (specviz's AutoregressiveDecoder), every drafter × K policy, and at T = 0 transformers'
@@ -132,6 +132,8 @@ def main() -> None:
     ap.add_argument("--temperatures", default="0,1")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="K of fixed, start of heuristic and cost")
+    ap.add_argument("--lookup-k", type=int, default=Settings.lookup_k,
+                    help="most tokens a lookup round drafts (all policies but cost's choice)")
     ap.add_argument("--combos", default=",".join(ALL_COMBOS))
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' generate rows")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
@@ -146,33 +148,43 @@ def main() -> None:
         lookup_alpha_by_match(pair, args.sets.split(","), args.prompts, args.max_new_tokens,
                               args.k)
         return
-    combos = [c.split(":") for c in args.combos.split(",")]
+    # drafter:policy, or drafter:policy:lookup_k to set lookup's budget for that row alone.
+    combos = [(c.split(":") + [str(args.lookup_k)])[:3] for c in args.combos.split(",")]
+
+    def row_name(d: str, p: str, lk: str) -> str:
+        return f"{d} {p}" + (f" lk{lk}" if lk != str(args.lookup_k) else "")
+
     print(f"# {DEFAULT_PAIR}; {args.prompts} prompts per set, {args.max_new_tokens} new tokens, "
-          f"K {args.k}, torch threads {torch.get_num_threads()}")
+          f"K {args.k}, lookup K {args.lookup_k}, torch threads {torch.get_num_threads()}")
     # Warm-up (first forwards allocate), not counted.
     warm = chat_prompt(tok, "Hello")
     run_specviz(AutoregressiveDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
     run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
+    # The cost policy times the target's passes once per pair (~1.5 s, engine.verify_costs):
+    # done here, so no row's first prompt pays it (a one-off CLI run does).
+    run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8,
+                                                  k_policy="cost")), warm)
 
     for temperature in (float(t) for t in args.temperatures.split(",")):
         for set_name in args.sets.split(","):
             prompts = [chat_prompt(tok, text) if chat else text
                        for text, chat in SETS[set_name]()[:args.prompts]]
             rows: dict[str, Row] = {"target alone": Row()}
-            rows.update({f"{d} {p}": Row() for d, p in combos})
+            rows.update({row_name(d, p, lk): Row() for d, p, lk in combos})
             hf = temperature == 0 and not args.no_hf
             if hf:
                 rows["hf greedy"] = Row()
                 rows["hf prompt lookup 10"] = Row()
             t_start = time.perf_counter()
             for i, prompt in enumerate(prompts):
-                base = Settings(k=args.k, temperature=temperature,
+                base = Settings(k=args.k, lookup_k=args.lookup_k, temperature=temperature,
                                 max_new_tokens=args.max_new_tokens, seed=i)
                 # Every configuration runs once per prompt, in an order rotated per prompt so
                 # that warm-up and drifting load do not always favour the same row.
                 jobs: list[tuple[str, object]] = [("target alone", base)]
-                jobs += [(f"{d} {p}", Settings(**{**base.__dict__, "drafter": d,
-                                                   "k_policy": p})) for d, p in combos]
+                jobs += [(row_name(d, p, lk), Settings(**{
+                    **base.__dict__, "drafter": d, "k_policy": p, "lookup_k": int(lk)}))
+                    for d, p, lk in combos]
                 if hf:
                     jobs += [("hf greedy", None), ("hf prompt lookup 10", 10)]
                 shift = i % len(jobs)

@@ -33,6 +33,7 @@ from specviz.core.models import (  # noqa: E402
     draft_id_table,
     load_model,
 )
+from specviz.core.tally import Tally  # noqa: E402
 
 PROMPTS = [
     "Write a short story about a lighthouse keeper.",
@@ -102,16 +103,16 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     assistant.generation_config.assistant_confidence_threshold = 0.0  # type: ignore[union-attr]
 
     hf_ok = pair.draft_vocab_map is None
-    totals = {"target": 0.0, "specviz": 0.0, "hf_assisted": 0.0}
-    tokens = {"target": 0, "specviz": 0, "hf_assisted": 0}
-    accepted = drafted = tested = 0
+    # One Tally per row (core/tally.py: the engine's, the app's and every benchmark's counts);
+    # transformers' generate has no Summary, so its row folds its tokens and time alone.
+    tallies = {"target": Tally(), "specviz": Tally(), "hf_assisted": Tally()}
     mismatches = 0
     for rep in range(reps + 1):  # the first pass warms up and is not counted
         for prompt in prompts:
             ids = tok(prompt, return_tensors="pt")["input_ids"]
 
-            t_base, r_base = timed(lambda: last(AutoregressiveDecoder(pair, settings), prompt))  # noqa: B023
-            t_spec, r_spec = timed(lambda: last(SpeculativeDecoder(pair, settings), prompt))  # noqa: B023
+            r_base = last(AutoregressiveDecoder(pair, settings), prompt)
+            r_spec = last(SpeculativeDecoder(pair, settings), prompt)
             # transformers' assisted generate needs the draft on the target's vocabulary.
             t_hf, r_hf = (timed(lambda: hf_assisted(pair, assistant, ids, max_new))  # noqa: B023
                           if hf_ok else (0.0, ids))
@@ -119,19 +120,15 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
                 mismatches += 1
             if rep == 0:
                 continue
-            totals["target"] += t_base
-            totals["specviz"] += t_spec
-            totals["hf_assisted"] += t_hf
-            tokens["target"] += len(r_base.generated_ids)
-            tokens["specviz"] += len(r_spec.generated_ids)
-            tokens["hf_assisted"] += int(r_hf.shape[1] - ids.shape[1])
-            accepted += r_spec.summary.accepted
-            drafted += r_spec.summary.drafted
-            tested += r_spec.summary.tested
+            tallies["target"].add_summary(r_base.summary)
+            tallies["specviz"].add_summary(r_spec.summary)
+            tallies["hf_assisted"].tokens += int(r_hf.shape[1] - ids.shape[1])
+            tallies["hf_assisted"].wall_time_s += t_hf
 
-    tps = {key: tokens[key] / totals[key] for key in totals if tokens[key]}
-    alpha = accepted / tested if tested else 0.0  # P(draft kept): the formula's α
-    rate = accepted / drafted if drafted else 0.0
+    tps = {key: t.tokens_per_s for key, t in tallies.items() if t.tokens}
+    spec = tallies["specviz"]
+    alpha = spec.alpha  # P(draft kept | tested): the formula's α
+    rate = spec.acceptance_rate  # accepted ÷ drafted
     probe = tok(prompts[0], return_tensors="pt")["input_ids"]
     t1 = forward_cost(pair.target, probe, 1)
     tk = forward_cost(pair.target, probe, k + 1)

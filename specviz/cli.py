@@ -32,6 +32,7 @@ from .core.models import (
     load_pair,
     locate,
 )
+from .core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY
 from .core.race import Race, as_race, run_race
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
@@ -79,14 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["auto", "balanced", "balanced_low_0", "sequential"],
                    help="spread a target too big for one device over the GPUs, then CPU memory, "
                    "then disk (accelerate's big-model dispatch); the draft runs on the first GPU")
-    p.add_argument("--drafter", default="model", choices=["model", "lookup", "hybrid"],
+    p.add_argument("--drafter", default=DEFAULT_DRAFTER, choices=["model", "lookup", "hybrid"],
                    help="who drafts: the draft model, prompt lookup (copies earlier text; "
                    "needs no draft model), or lookup on a long enough match and the model else")
     p.add_argument("--ngram-min", type=int, default=Settings.ngram_min,
                    help="shortest suffix prompt lookup may match")
     p.add_argument("--ngram-max", type=int, default=Settings.ngram_max,
                    help="longest suffix prompt lookup tries first")
-    p.add_argument("--k-policy", default="fixed", choices=["fixed", "heuristic", "cost"],
+    p.add_argument("--lookup-k", type=int, default=Settings.lookup_k,
+                   help="most tokens a prompt-lookup round drafts (1-16; the model drafter's "
+                   "is --k)")
+    p.add_argument("--k-policy", default=DEFAULT_K_POLICY, choices=["fixed", "heuristic", "cost"],
                    help="K each round: fixed --k; heuristic (+2 after a fully kept round, -1 "
                    "else, from --k); cost (the K, 0 included, with most expected tokens per "
                    "measured second)")
@@ -108,7 +112,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                     max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n,
                     drafter=args.drafter, ngram_min=args.ngram_min, ngram_max=args.ngram_max,
-                    k_policy=args.k_policy, lenience=args.lenience)
+                    k_policy=args.k_policy, lenience=args.lenience, lookup_k=args.lookup_k)
 
 
 def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) -> int:

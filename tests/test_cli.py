@@ -34,7 +34,10 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, o
 def test_cli_json_on_bundled_model_matches_target_alone(capsys: pytest.CaptureFixture[str]) -> None:
     common = ["--target", "smollm2-135m", "--prompt", "Name three colours.",
               "--max-new-tokens", "24", "--temperature", "0"]
-    spec = run_json(capsys, "--draft", "smollm2-135m", "--k", "3", *common)
+    # The model drafter at a fixed K (not the default drafting): with draft = target every
+    # draft is kept.
+    spec = run_json(capsys, "--draft", "smollm2-135m", "--k", "3", "--drafter", "model",
+                    "--k-policy", "fixed", *common)
     base = run_json(capsys, "--baseline", *common)
     assert [e["type"] for e in spec][0] == "run_started"
     assert spec[-1]["type"] == "run_finished" and base[-1]["type"] == "run_finished"

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from specviz.cli import _settings, build_parser, main
+from specviz.core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY
 
 
 def test_flags_reach_the_settings() -> None:
@@ -16,7 +17,9 @@ def test_flags_reach_the_settings() -> None:
     assert (s.drafter, s.ngram_min, s.ngram_max, s.k_policy, s.lenience) == (
         "hybrid", 2, 4, "cost", 0.5)
     defaults = _settings(build_parser().parse_args([]))
-    assert (defaults.drafter, defaults.k_policy, defaults.lenience) == ("model", "fixed", 1.0)
+    assert (defaults.drafter, defaults.k_policy, defaults.lenience, defaults.lookup_k) == (
+        DEFAULT_DRAFTER, DEFAULT_K_POLICY, 1.0, 10)
+    assert _settings(build_parser().parse_args(["--lookup-k", "6"])).lookup_k == 6
 
 
 @pytest.mark.parametrize("args", [["--drafter", "medusa"], ["--k-policy", "dynamic"],

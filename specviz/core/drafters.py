@@ -34,6 +34,9 @@ Probs = Callable[[torch.Tensor], torch.Tensor]  # logits (..., V) -> probabiliti
 # the model and costs nothing to draft (the model costs c ≈ 0.1-0.2 target passes per token),
 # so it wins; a 1-token match keeps too little. The cost policy tracks α per match length.
 HYBRID_MIN_MATCH = 2
+# A lookup round drafts up to this many tokens (transformers' prompt_lookup_num_tokens = 10):
+# its drafts cost no forward pass, so a long copy is worth verifying in one wider pass.
+LOOKUP_K = 10
 
 
 class CachedModel:
@@ -84,6 +87,20 @@ class CachedModel:
         shared: torch.Tensor = logits[:, : self.vocab_size]
         return shared
 
+    def time_pass(self, n: int, token: int) -> float:
+        """Seconds of one pass over ``n`` copies of ``token`` after the cached prefix, which is
+        left as it was (a calibration: not counted in ``calls`` or ``forward_time_s``)."""
+        inp = torch.full((1, n), token, dtype=torch.long, device=self.device)  # (1, n)
+        if self.to_local is not None:
+            inp = self.to_local[inp]
+        t0 = time.perf_counter()
+        out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True,
+                         logits_to_keep=n)
+        seconds = time.perf_counter() - t0
+        self.cache = out.past_key_values
+        self.cache.crop(-n)
+        return seconds
+
     def crop(self, length: int) -> None:
         """Forget everything after the first ``length`` cached tokens (and trim window layers)."""
         extra = max(0, self.length - length)
@@ -100,6 +117,9 @@ class Plan:
     key: str  # finer than source for α estimates, e.g. "lookup:3" for a 3-token match
     available: int | None = None  # most tokens it can propose (None = any number)
     match: int = 0  # lookup: length of the matched suffix (0 = no match)
+    # The drafter's own K (lookup: ``lookup_k``), drafted by the fixed and heuristic policies
+    # in place of theirs; None = the policy's K (the model drafter).
+    budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +144,14 @@ class Drafter(Protocol):
         ...
 
     def plan(self, context: Sequence[int]) -> Plan:
+        ...
+
+    def options(self, context: Sequence[int]) -> list[Plan]:
+        """Every plan the drafter could follow now, its own rule's first (hybrid: two)."""
+        ...
+
+    def follow(self, plan: Plan) -> None:
+        """Propose next by ``plan`` (one of the last ``options``)."""
         ...
 
     def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
@@ -165,6 +193,12 @@ class ModelDrafter:
     def plan(self, context: Sequence[int]) -> Plan:
         return Plan("model", "model")
 
+    def options(self, context: Sequence[int]) -> list[Plan]:
+        return [self.plan(context)]
+
+    def follow(self, plan: Plan) -> None:
+        pass
+
     def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
         """K tokens one by one from q; the cache gets x_1..x_{K-1} (x_K is never fed)."""
         self._start = len(context)
@@ -197,10 +231,14 @@ class LookupDrafter:
     calls = 0
     forward_time_s = 0.0
 
-    def __init__(self, vocab_size: int, ngram_min: int = 1, ngram_max: int = 4) -> None:
+    def __init__(self, vocab_size: int, ngram_min: int = 1, ngram_max: int = 4,
+                 lookup_k: int = LOOKUP_K) -> None:
         if not 1 <= ngram_min <= ngram_max:
             raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
+        if lookup_k < 1:
+            raise ValueError(f"need lookup_k >= 1, got {lookup_k}")
         self.vocab_size = vocab_size
+        self.lookup_k = lookup_k
         self.ngram_min = ngram_min
         self.ngram_max = ngram_max
         # n -> n-gram -> latest start i with a token after it (i + n < indexed length).
@@ -236,8 +274,15 @@ class LookupDrafter:
     def plan(self, context: Sequence[int]) -> Plan:
         n, start = self.find(context)
         self._match = (len(context), n, start)
-        available = len(context) - start if n else 0
-        return Plan("lookup", f"lookup:{n}", available, n)
+        # The copy runs from ``start`` to the end of the context, at most lookup_k tokens.
+        available = min(len(context) - start, self.lookup_k) if n else 0
+        return Plan("lookup", f"lookup:{n}", available, n, self.lookup_k)
+
+    def options(self, context: Sequence[int]) -> list[Plan]:
+        return [self.plan(context)]
+
+    def follow(self, plan: Plan) -> None:
+        pass
 
     def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
         """What followed the match, up to ``k`` tokens; q is one-hot (no randomness drawn)."""
@@ -282,8 +327,20 @@ class HybridDrafter:
         self._last, plan = self._choose(context)
         return plan
 
+    def options(self, context: Sequence[int]) -> list[Plan]:
+        """The rule's plan, then the other source's (lookup only where it matched at all)."""
+        plan = self.plan(context)
+        if self._last is self.lookup:
+            return [plan, self.model.plan(context)]
+        other = self.lookup.plan(context)
+        return [plan, other] if other.available else [plan]
+
+    def follow(self, plan: Plan) -> None:
+        self._last = self.lookup if plan.source == "lookup" else self.model
+
     def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
-        # The model's cache lags while lookup drafts; it catches up on its next proposal.
+        # The model's cache lags while lookup drafts; its next proposal catches up over the
+        # lookup tokens in one batched forward pass (one feed of every id the cache lacks).
         return self._last.propose(context, k, rng)
 
     def update(self, n_kept: int) -> None:
@@ -302,6 +359,12 @@ class NoDrafter:
 
     def plan(self, context: Sequence[int]) -> Plan:
         return Plan("none", "none", 0)
+
+    def options(self, context: Sequence[int]) -> list[Plan]:
+        return [self.plan(context)]
+
+    def follow(self, plan: Plan) -> None:
+        pass
 
     def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
         return Proposal((), torch.zeros(0, self.vocab_size), "none")

@@ -10,6 +10,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -80,6 +81,8 @@ def validate(settings: Settings, speculative: bool = True) -> None:
     if not 1 <= s.ngram_min <= s.ngram_max <= NGRAM_LIMIT:
         raise InputError(f"n-gram sizes need 1 <= min <= max <= {NGRAM_LIMIT}, got min "
                          f"{s.ngram_min}, max {s.ngram_max}.")
+    if not 1 <= s.lookup_k <= K_MAX:
+        raise InputError(f"The lookup budget must be between 1 and {K_MAX}, got {s.lookup_k}.")
     if s.k_policy not in K_POLICIES:
         raise InputError(f"The K policy must be one of {', '.join(K_POLICIES)}, got "
                          f"{s.k_policy!r}.")
@@ -172,6 +175,7 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
     greedy = s.temperature == 0
     exact = s.lenience >= 1.0
     tally = run.tally
+    calibrate = getattr(policy, "calibrate", None)  # the cost policy wants v(n) up front
     if mode == "speculative":
         tally.reached, tally.kept = [0] * s.k, [0] * s.k
     yield run.started(mode, draft_name)
@@ -181,10 +185,12 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
         if _stopped(stop):
             run.stop_reason = "stopped"
             break
+        if calibrate is not None and tally.rounds == 1:  # the prompt is in the cache now
+            calibrate(verify_costs(target, seq[-1]))
         t_round = time.perf_counter()
         # Never draft past the budget: the round's extra token is the last one allowed.
-        plan = drafter.plan(seq)
-        choice = policy.choose(plan, run.budget - len(run.generated) - 1)
+        plan, choice = policy.pick(drafter.options(seq), run.budget - len(run.generated) - 1)
+        drafter.follow(plan)
 
         t_draft = time.perf_counter()
         proposal = drafter.propose(seq, choice.k, run.rng) if choice.k > 0 else None
@@ -255,6 +261,31 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
     yield run.finished(target, drafter)
 
 
+# Widths of the target passes timed once per pair for the cost policy (1 + K drafts: K up to
+# 16 for the model drafter, up to lookup_k = 10 for lookup); widths between are interpolated.
+CALIBRATION_WIDTHS = (1, 2, 3, 5, 8, 11, 17)
+CALIBRATION_SWEEPS = 2
+_VERIFY_COSTS: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()
+
+
+def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
+    """Seconds of a target pass per width, timed once per target model (then remembered).
+
+    On a CPU v(n) is far from flat (SmolLM2-135M, 2 cores, 300-token context: ~83 ms for one
+    token, ~105 ms for 5, ~220 ms for 11): the cost policy needs it before it may size a long
+    lookup draft. Each width is one extra pass, cropped away; ~1 s once per pair.
+    """
+    known = _VERIFY_COSTS.get(target.model)
+    if known is None:
+        # Two sweeps, the faster of each width's two passes: a burst of load from elsewhere
+        # lands on one sweep's width, not on both.
+        sweeps = [{n: target.time_pass(n, token) for n in CALIBRATION_WIDTHS}
+                  for _ in range(CALIBRATION_SWEEPS)]
+        known = {n: min(sweep[n] for sweep in sweeps) for n in CALIBRATION_WIDTHS}
+        _VERIFY_COSTS[target.model] = known
+    return known
+
+
 def encode_prompt(tokenizer: Any, prompt: str, settings: Settings | None = None) -> list[int]:
     """Prompt -> ids; an empty prompt starts from BOS, or is refused when there is none."""
     if not prompt:
@@ -320,7 +351,8 @@ class SpeculativeDecoder:
     def _drafter(self, s: Settings) -> tuple[Drafter, str]:
         pair = self.pair
         if s.drafter == "lookup":
-            return LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max), "prompt lookup"
+            return (LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k),
+                    "prompt lookup")
 
         def probs(logits: torch.Tensor) -> torch.Tensor:
             return logits_to_probs(logits, s.temperature, s.top_k, s.top_p)
@@ -330,7 +362,7 @@ class SpeculativeDecoder:
         name = pair.draft_name or "draft"
         if s.drafter == "model":
             return model, name
-        lookup = LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max)
+        lookup = LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k)
         return HybridDrafter(model, lookup), f"{name} + prompt lookup"
 
     @torch.inference_mode()

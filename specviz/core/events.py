@@ -43,6 +43,10 @@ class Settings:
     drafter: str = "model"
     ngram_min: int = 1  # shortest suffix lookup may match
     ngram_max: int = 4  # longest suffix lookup tries first
+    # Lookup's own budget: a lookup round drafts up to this many tokens of the matched text
+    # (fewer where the copy reaches the end of the context), whatever K the model drafter
+    # uses; its drafts cost no forward pass, so only the wider verify pass limits them.
+    lookup_k: int = 10
     # How K is chosen each round: "fixed" (k), "heuristic" (transformers' schedule, starting
     # at k) or "cost" (the K in 0..16 with the most expected tokens per measured second).
     k_policy: str = "fixed"

@@ -7,6 +7,7 @@ depends on the round's own random draws, so every policy leaves the output law e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -43,8 +44,17 @@ class KPolicy(Protocol):
         """K for this round, at most ``cap`` (the budget) and the plan's reach."""
         ...
 
+    def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
+        """Which of the drafter's plans to follow (its own rule's is first), and its K."""
+        ...
+
     def observe(self, outcome: Outcome) -> None:
         ...
+
+
+def _wanted(plan: Plan, k: int) -> int:
+    """The K a fixed or scheduled policy drafts: the drafter's own budget where it has one."""
+    return k if plan.budget is None else plan.budget
 
 
 def _reach(plan: Plan, cap: int) -> int:
@@ -66,11 +76,16 @@ class FixedPolicy:
         self.k = k
 
     def choose(self, plan: Plan, cap: int) -> Choice:
-        k = min(self.k, _reach(plan, cap))
+        want = _wanted(plan, self.k)
+        k = min(want, _reach(plan, cap))
         why = _no_draft_reason(plan, cap)
         if why is None:
-            why = f"fixed K {self.k}" + (f", {k} available" if k < self.k else "")
+            who = "fixed K" if plan.budget is None else f"{plan.source} K"
+            why = f"{who} {want}" + (f", {k} available" if k < want else "")
         return Choice(k, why)
+
+    def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
+        return plans[0], self.choose(plans[0], cap)
 
     def observe(self, outcome: Outcome) -> None:
         pass
@@ -88,13 +103,21 @@ class HeuristicPolicy:
         self.last = f"start K {k}"
 
     def choose(self, plan: Plan, cap: int) -> Choice:
-        k = min(self.k, _reach(plan, cap))
+        want = _wanted(plan, self.k)
+        k = min(want, _reach(plan, cap))
         why = _no_draft_reason(plan, cap)
-        return Choice(k, why or f"{self.last} → K {self.k}"
-                      + (f", {k} available" if k < self.k else ""))
+        if why is None:
+            why = (f"{self.last} → K {self.k}" if plan.budget is None
+                   else f"{plan.source} K {want}") + (f", {k} available" if k < want else "")
+        return Choice(k, why)
+
+    def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
+        return plans[0], self.choose(plans[0], cap)
 
     def observe(self, outcome: Outcome) -> None:
-        if outcome.k == 0:
+        # The schedule follows the rounds it sized; a drafter with its own budget (lookup)
+        # drafts what its match offers and leaves the schedule alone.
+        if outcome.k == 0 or outcome.plan.budget is not None:
             return
         if outcome.n_accepted == outcome.k:
             self.k = min(self.k_max, self.k + 2)
@@ -131,6 +154,19 @@ class _Alpha:
         return (self.kept + prior * strength) / (self.tested + strength)
 
 
+def _isotonic(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The non-decreasing fit of (width, seconds) points sorted by width (pool adjacent
+    violators, equal weights): a dip measured under load is averaged with its neighbours."""
+    blocks: list[tuple[float, int]] = []  # (mean, count)
+    for _, t in points:
+        blocks.append((t, 1))
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, c1), (m2, c2) = blocks[-2], blocks[-1]
+            blocks[-2:] = [((m1 * c1 + m2 * c2) / (c1 + c2), c1 + c2)]
+    values = [m for m, c in blocks for _ in range(c)]
+    return [(w, v) for (w, _), v in zip(points, values, strict=True)]
+
+
 @dataclass
 class CostModel:
     """Measured costs of this machine: draft step per source, target pass per width, overhead."""
@@ -146,17 +182,29 @@ class CostModel:
     def verify_cost(self, n: int) -> float:
         """Seconds for one target pass over n tokens.
 
-        A measured width is used as measured: on a CPU one token is a matrix-vector product
+        The one-token pass is used as measured: on a CPU one token is a matrix-vector product
         and two or more a matrix-matrix one, so v(2)/v(1) can be ~2 while v(5)/v(2) is ~1.1,
-        which no line through all widths fits. Unmeasured widths of 2 or more come from a
-        least-squares line through the measured widths of 2 or more.
+        which no line through all widths fits. Widths of 2 or more are made non-decreasing
+        (pool-adjacent-violators: a pass over more tokens never costs less, whatever a busy
+        machine measured), interpolated between measured widths and, outside them, continued
+        by a least-squares line through them.
         """
         measured = {w: m.value for w, m in self.verify.items() if m.known}
-        if n in measured:
-            return measured[n]
-        wide = [(w, t) for w, t in measured.items() if w >= 2] or list(measured.items())
+        if n == 1 and 1 in measured:
+            return measured[1]
+        wide = _isotonic(sorted((w, t) for w, t in measured.items() if w >= 2))
+        if not wide:
+            wide = sorted(measured.items())
         if not wide:
             return 0.0
+        fitted = dict(wide)
+        if n in fitted:
+            return fitted[n]
+        below = [w for w in fitted if w < n]
+        above = [w for w in fitted if w > n]
+        if below and above:
+            lo, hi = max(below), min(above)
+            return fitted[lo] + (fitted[hi] - fitted[lo]) * (n - lo) / (hi - lo)
         if len(wide) == 1:
             (w0, t0), = wide
             base = t0 / (1 + self.PRIOR_SLOPE * (w0 - 1))
@@ -167,9 +215,15 @@ class CostModel:
         slope = max(0.0, sum((w - mw) * (t - mt) for w, t in wide) / var)
         return max(1e-9, mt + slope * (n - mw))
 
+    # A draft-model step not yet measured is taken to cost this share of a one-token target
+    # pass (the bundled pair measured 0.1-0.2); lookup drafts cost nothing measurable.
+    PRIOR_DRAFT = {"model": 0.15}
+
     def draft_cost(self, source: str) -> float:
         mean = self.draft.get(source)
-        return mean.value if mean is not None and mean.known else 0.0
+        if mean is not None and mean.known:
+            return mean.value
+        return self.PRIOR_DRAFT.get(source, 0.0) * self.verify_cost(1)
 
     def add(self, outcome: Outcome) -> None:
         if outcome.k > 0:
@@ -179,76 +233,131 @@ class CostModel:
 
 
 class CostPolicy:
-    """Each round, the K in 0..k_max with the most expected tokens per second.
+    """Each round, the drafter and K with the most expected tokens per second.
 
     rate(K) = E[tokens | α̂, K] / (o + K·c + v(K + 1)), with E = (1 − α̂^(K+1)) / (1 − α̂),
     α̂ the running acceptance of this kind of proposal (per drafter, and per match length for
-    lookup), c the measured seconds per drafted token, v(n) the measured seconds of a target
-    pass over n tokens and o the round's own bookkeeping. K = 0 is a plain target step (1
-    token for o + v(1)), chosen when drafting loses. α̂ decays back towards its prior while a
-    kind is not drafted, so a skipped drafter is tried again later.
+    lookup), c the measured seconds per drafted token of that drafter (≈ 0 for lookup),
+    v(n) the seconds of a target pass over n tokens (measured once per pair by ``calibrate``,
+    then refined by every round) and o the round's own bookkeeping. K runs over 0..k_max for
+    the model drafter and over 0..what the match offers (≤ lookup_k) for lookup; K = 0 is a
+    plain target step (1 token for o + v(1)), chosen when drafting loses. Where the drafter
+    offers several plans (hybrid: lookup and the model), the best rate of each is compared.
+    α̂ decays back towards its prior while a kind is not drafted, so it is tried again later.
     """
 
     name = "cost"
     PRIOR_STRENGTH = 2.0  # pseudo-drafts behind the prior α
     DECAY = 0.97  # per tested draft: the estimate follows the text as it changes
-    PRIORS = {"model": 0.6, "lookup": 0.5}
+    # Priors per key, then per source: lookup's by match length as measured at T = 0 on the
+    # bundled pair (benchmarks/drafters.py --lookup-alpha: 0.27 / 0.51 / 0.64 / 0.89).
+    PRIORS = {"model": 0.6, "lookup": 0.5, "lookup:1": 0.3, "lookup:2": 0.5, "lookup:3": 0.65}
+    LONG_MATCH_PRIOR = 0.85  # lookup matches of 4 tokens and more
 
     def __init__(self, k: int, k_max: int = K_LIMIT, costs: CostModel | None = None) -> None:
         self.k_start = k  # used until the costs of this machine have been measured
         self.k_max = k_max
         self.costs = costs or CostModel()
-        self.alphas: dict[str, _Alpha] = {}
+        self.alphas: dict[str, _Alpha] = {}  # every tested draft, per key
+        # Lookup only: the first draft of a round, and the drafts after a kept one. A copied
+        # span is mostly kept whole or lost at once, so its first token is the gamble.
+        self.first: dict[str, _Alpha] = {}
+        self.rest: dict[str, _Alpha] = {}
         self._first = True  # the first verify pass also prefills the prompt: not a sample
+
+    def prior(self, plan: Plan) -> float:
+        if plan.key in self.PRIORS:
+            return self.PRIORS[plan.key]
+        if plan.source == "lookup" and plan.match >= 4:
+            return self.LONG_MATCH_PRIOR
+        return self.PRIORS.get(plan.source, 0.5)
 
     def alpha(self, plan: Plan) -> float:
         est = self.alphas.get(plan.key, _Alpha())
-        return est.estimate(self.PRIORS.get(plan.source, 0.5), self.PRIOR_STRENGTH)
+        return est.estimate(self.prior(plan), self.PRIOR_STRENGTH)
+
+    def expected_tokens(self, plan: Plan, k: int) -> float:
+        """E[tokens of a round drafting k]: 1 + α̂ + … + α̂^k for the model; for lookup
+        1 + α̂₁ (1 + α̂ᵣ + … + α̂ᵣ^(k−1)), α̂₁ of a round's first draft, α̂ᵣ of those after a
+        kept one (the same sum when the two are equal)."""
+        if plan.source != "lookup" or k == 0:
+            return expected_tokens_per_round(self.alpha(plan), k)
+        prior = self.prior(plan)
+        a1 = self.first.get(plan.key, _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
+        ar = self.rest.get(plan.key, _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
+        return 1.0 + a1 * sum(ar ** j for j in range(k))
+
+    def calibrate(self, verify_s: dict[int, float]) -> None:
+        """Seed v(n) with target passes timed once per pair (width -> seconds)."""
+        for width, seconds in verify_s.items():
+            self.costs.verify.setdefault(width, _Mean()).add(seconds)
 
     def rates(self, plan: Plan, cap: int) -> list[float]:
         """Expected tokens per second for K = 0..reach."""
-        alpha = self.alpha(plan)
         c = self.costs.draft_cost(plan.source)
         o = self.costs.overhead.value
         out = []
         for k in range(_reach(plan, min(cap, self.k_max)) + 1):
             seconds = o + k * c + self.costs.verify_cost(k + 1)
-            out.append(expected_tokens_per_round(alpha, k) / seconds if seconds > 0 else 0.0)
+            out.append(self.expected_tokens(plan, k) / seconds if seconds > 0 else 0.0)
         return out
+
+    def _best(self, plan: Plan, cap: int) -> tuple[float, int]:
+        rates = self.rates(plan, cap)
+        k = max(range(len(rates)), key=lambda i: (rates[i], -i))  # ties: the smaller K
+        return rates[k], k
 
     def choose(self, plan: Plan, cap: int) -> Choice:
         why = _no_draft_reason(plan, cap)
         if why is not None:
             return Choice(0, why)
         if not self.costs.verify:
-            k = min(self.k_start, _reach(plan, cap))
+            k = min(_wanted(plan, self.k_start), _reach(plan, cap))
             return Choice(k, f"no costs measured yet → K {k}")
         if 1 not in self.costs.verify:
             # The alternative to drafting is a plain step: measure its cost once, early.
             return Choice(0, "measuring a plain target step → K 0")
-        rates = self.rates(plan, cap)
-        k = max(range(len(rates)), key=lambda i: (rates[i], -i))  # ties: the smaller K
+        _, k = self._best(plan, cap)
         v1 = self.costs.verify_cost(1)
         c = self.costs.draft_cost(plan.source) / v1
         v = self.costs.verify_cost(k + 1) / v1
         who = "" if plan.source == "model" else f"{plan.key}, "
         return Choice(k, f"{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}")
 
+    def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
+        if len(plans) == 1 or 1 not in self.costs.verify or cap <= 0:
+            return plans[0], self.choose(plans[0], cap)
+        usable = [p for p in plans if p.available != 0]
+        if not usable:
+            return plans[0], self.choose(plans[0], cap)
+        best = max(usable, key=lambda p: self._best(p, cap)[0])  # ties: the drafter's own rule
+        return best, self.choose(best, cap)
+
     def observe(self, outcome: Outcome) -> None:
         if self._first:
             self._first = False
         else:
             self.costs.add(outcome)
-        est = self.alphas.setdefault(outcome.plan.key, _Alpha())
-        if outcome.k == 0:
+        self.learn(outcome.plan.key, outcome.k, outcome.n_accepted)
+
+    def learn(self, key: str, k: int, n_accepted: int) -> None:
+        """Fold one round's drafts into the α̂ of ``key`` (K = 0: decay towards the prior)."""
+        ests = [self.alphas.setdefault(key, _Alpha())]
+        if key.startswith("lookup"):
+            ests += [self.first.setdefault(key, _Alpha()), self.rest.setdefault(key, _Alpha())]
+        if k == 0:
             # Not drafted: forget a little, so the prior pulls α̂ back and it gets retried.
-            est.kept *= self.DECAY
-            est.tested *= self.DECAY
+            for est in ests:
+                est.kept *= self.DECAY
+                est.tested *= self.DECAY
             return
-        tested = min(outcome.k, outcome.n_accepted + 1)
+        tested = min(k, n_accepted + 1)
         for i in range(tested):
-            est.kept = est.kept * self.DECAY + (i < outcome.n_accepted)
-            est.tested = est.tested * self.DECAY + 1.0
+            kept = i < n_accepted
+            targets = ests[:1] + (ests[1:2] if i == 0 else ests[2:3])
+            for est in targets:
+                est.kept = est.kept * self.DECAY + kept
+                est.tested = est.tested * self.DECAY + 1.0
 
 
 def make_policy(name: str, k: int) -> KPolicy:

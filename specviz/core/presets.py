@@ -30,3 +30,17 @@ DEFAULT_PAIR = next(iter(PRESETS))
 # keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower
 # than the target alone (README, "Prompts a user types are another matter").
 DEFAULT_PROMPT = "What are three interesting facts about the water cycle?"
+# How the CLI and the app draft unless told otherwise (events.Settings keeps "model" and
+# "fixed": what a recording without these fields was made with). Chosen from
+# benchmarks/drafters.py (README, "Drafters"): hybrid drafting (prompt lookup on a match of
+# 2+ tokens, up to lookup_k = 10 tokens, the draft model otherwise) with the cost policy
+# (each round the drafter and K, 0 included, with the most expected tokens per measured second).
+# The only combination near the best on all three prompt sets (T = 0, busy 2-core machine, 1
+# thread, geomean over the target alone): pasted text 1.42x (lookup fixed 1.54x, model fixed
+# 0.66x), template 2.03x (model fixed 1.88x, lookup fixed 0.94x), hand-written 0.95x (model
+# fixed 0.87x; every combination within noise of 1.0x there).
+DEFAULT_DRAFTER = "hybrid"
+DEFAULT_K_POLICY = "cost"
+# The app shows drafting: there the K policy starts fixed, so every round drafts something to
+# look at (the cost policy takes plain target steps, K = 0, wherever drafting loses).
+APP_K_POLICY = "fixed"

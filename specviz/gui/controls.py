@@ -34,7 +34,13 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import Settings
-from specviz.core.presets import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS  # torch-free
+from specviz.core.presets import (  # torch-free
+    APP_K_POLICY,
+    DEFAULT_DRAFTER,
+    DEFAULT_PAIR,
+    DEFAULT_PROMPT,
+    PRESETS,
+)
 
 CUSTOM = "Custom: hub id, folder or .gguf"
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -96,10 +102,10 @@ FIELDS: tuple[Field, ...] = (
     Field("sampling/top_p", "top_p", 1.0, float, "top_p"),
     Field("sampling/max_new_tokens", "max_new", 128, int, "max_new_tokens"),
     Field("sampling/seed", "seed", 0, int, "seed", _seed),
-    Field("drafting/drafter", "drafter", "model", str, "drafter"),
+    Field("drafting/drafter", "drafter", DEFAULT_DRAFTER, str, "drafter"),
     Field("drafting/ngram_min", "ngram_min", 1, int, "ngram_min"),
     Field("drafting/ngram_max", "ngram_max", 3, int, "ngram_max"),
-    Field("drafting/k_policy", "k_policy", "fixed", str, "k_policy"),
+    Field("drafting/k_policy", "k_policy", APP_K_POLICY, str, "k_policy"),
     Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
     Field("mode/baseline", "baseline", False, bool),
     # A run mode, not a Settings field: the engine never races; Run starts two engine runs of

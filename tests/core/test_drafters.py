@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from specviz.core.drafters import HybridDrafter, LookupDrafter, ModelDrafter, Plan
+from specviz.core.policy import FixedPolicy, HeuristicPolicy
 from specviz.core.rng import TorchRandom
 from specviz.core.sampling import logits_to_probs
+from tests.mutation import mutant
 from tests.tiny import tiny_llama
 
 V = 20
@@ -104,7 +106,7 @@ def test_longest_match_wins() -> None:
     context = [1, 2, 7, 3, 2, 9, 5, 1, 2]
     d = LookupDrafter(V, 1, 3)
     plan = d.plan(context)
-    assert plan == Plan("lookup", "lookup:2", 7, 2)
+    assert plan == Plan("lookup", "lookup:2", 7, 2, budget=10)
     assert d.propose(context, 2, TorchRandom(0)).tokens == (7, 3)
 
 
@@ -131,6 +133,51 @@ def test_budget_and_end_of_context_bound_the_proposal() -> None:
     # A match near the end: only what exists after it can be copied.
     short = [7, 8, 9, 7]
     assert d.propose(short, 10, TorchRandom(0)).tokens == (8, 9, 7)
+
+
+# Broken: the copy is bounded only by the end of the context, not by lookup_k.
+UnboundedLookup = mutant(LookupDrafter, ("min(len(context) - start, self.lookup_k) if n",
+                                         "len(context) - start if n"))
+# Broken: the fixed policy drafts its own K on a lookup match (the budget before lookup_k).
+FixedKOnLookup = mutant(FixedPolicy, ("want = _wanted(plan, self.k)", "want = self.k"))
+
+
+def budget_errors(drafter_cls: type[LookupDrafter], policy_cls: type[FixedPolicy]) -> list[str]:
+    """A match whose copy runs L tokens to the end of the context drafts min(L, lookup_k)
+    tokens under the fixed (and heuristic) policy, whatever the model drafter's K."""
+    errors = []
+    for lookup_k in (1, 3, 10):
+        for length in (1, 2, 5, 12, 20):
+            # "0 .. L-1, 99, 0": the suffix "0" matched at the start, L tokens follow it.
+            context = list(range(length)) + [99, 0]
+            d = drafter_cls(100, 1, 2, lookup_k=lookup_k)
+            want = min(length + 1, lookup_k)  # the copy: 1 .. L-1, 99, 0
+            for policy in (policy_cls(4), HeuristicPolicy(4)):
+                plan, choice = policy.pick(d.options(context), cap=100)
+                d.follow(plan)
+                got = d.propose(context, choice.k, TorchRandom(0)).tokens
+                expect = tuple((list(range(1, length)) + [99, 0])[:want])
+                if got != expect or plan.available != want:
+                    errors.append(f"lookup_k {lookup_k}, L {length + 1}, "
+                                  f"{type(policy).__name__}: got {got}, want {expect}")
+    return errors
+
+
+@pytest.mark.parametrize(("drafter_cls", "policy_cls", "correct"), [
+    (LookupDrafter, FixedPolicy, True),
+    (UnboundedLookup, FixedPolicy, False),
+    (LookupDrafter, FixedKOnLookup, False),
+])
+def test_a_lookup_match_drafts_up_to_lookup_k(drafter_cls: type[LookupDrafter],
+                                              policy_cls: type[FixedPolicy],
+                                              correct: bool) -> None:
+    errors = budget_errors(drafter_cls, policy_cls)
+    assert (not errors) == correct, errors[:3] or "the broken variant was not caught"
+
+
+def test_lookup_k_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="lookup_k"):
+        LookupDrafter(V, 1, 2, lookup_k=0)
 
 
 def test_lookup_q_is_one_hot_on_the_proposal() -> None:
@@ -193,7 +240,11 @@ def test_hybrid_model_cache_catches_up_after_lookup_rounds() -> None:
     d.update(2)
     context = context + [3, 1, 2, 4]  # nothing matches "2 4": the model drafts again
     assert d.plan(context).source == "model"
+    calls = d.model.calls
     again = d.propose(context, 2, TorchRandom(0))
+    # Catching up over the 6 ids the cache lacks is one batched pass, not one per id: K = 2
+    # drafts cost 2 passes in all (the first also feeds the backlog).
+    assert d.model.calls - calls == 2
     assert d.model.lm.ids == context + [again.tokens[0]]
     with torch.no_grad():
         full = d.model.lm.model(torch.tensor([context])).logits[0, -1]

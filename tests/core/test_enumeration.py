@@ -411,6 +411,18 @@ CASES: dict[str, Case] = {
     "cost K, lookup, K 2, 4 tokens, T 0.6, top-k 3, whole tree": Case(
         "plain", settings(2, 0.6, top_k=3, n=4, k_policy="cost", drafter="lookup"), REPEATS,
         merge=False),
+    # Lookup's own budget (lookup_k) against the policy's K: a lookup round drafts up to
+    # lookup_k tokens of the copy, more or fewer than the model drafter's K.
+    "lookup_k 3 > K 1, lookup, T 1, top-k 3": Case(
+        "plain", settings(1, top_k=3, n=4, drafter="lookup", lookup_k=3), REPEATS),
+    "lookup_k 1 < K 3, hybrid, T 0.6, top-k 3, whole tree": Case(
+        "plain", settings(3, 0.6, top_k=3, drafter="hybrid", lookup_k=1), REPEATS, merge=False),
+    "lookup_k 3, heuristic K from 1, hybrid, 4 tokens, top-k 2": Case(
+        "plain", settings(1, 1.0, top_k=2, n=4, k_policy="heuristic", drafter="hybrid",
+                          lookup_k=3), REPEATS),
+    "lookup_k 3, cost K, hybrid, K 1, 5 tokens, top-k 2, whole tree": Case(
+        "plain", settings(1, 1.0, top_k=2, n=5, k_policy="cost", drafter="hybrid",
+                          lookup_k=3), REPEATS, merge=False),
     "cost K, hybrid, K 3, 4 tokens, top-k 2, whole tree": Case(
         "plain", settings(3, 1.0, top_k=2, n=4, k_policy="cost", drafter="hybrid"), REPEATS,
         merge=False),
@@ -422,14 +434,17 @@ CASES: dict[str, Case] = {
 
 
 class _Clock:
-    """A perf_counter that advances 1 ms per call: round timings (the cost policy reads them)
+    """A perf_counter that advances ~1 ms per call: round timings (the cost policy reads them)
     become a function of the path, so re-running a path replays it exactly."""
 
     def __init__(self) -> None:
         self.now = 0.0
 
     def perf_counter(self) -> float:
-        self.now += 1e-3
+        # A power of two: every difference of two readings is exact in floating point, so a
+        # duration never depends on how far the clock had run (a cached calibration skips
+        # readings on later paths, and 1e-3 steps would give 1e-3 ± 1 ulp there).
+        self.now += 2.0 ** -10
         return self.now
 
 
@@ -617,6 +632,8 @@ def check_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     assert moves - {0}, "the heuristic never moved K"
     _, moves = round_stats(CASES["cost K, K 2, 4 tokens, top-k 2"], monkeypatch)
     assert moves - {0}, "the cost policy never moved K"
+    _, moves = round_stats(CASES["lookup_k 3 > K 1, lookup, T 1, top-k 3"], monkeypatch)
+    assert max(moves) > 0, "lookup never drafted past the model's K"
 
 
 def test_drafters_and_policies_take_their_paths(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -624,7 +641,8 @@ def test_drafters_and_policies_take_their_paths(monkeypatch: pytest.MonkeyPatch)
     check_paths(monkeypatch)
 
 
-@pytest.mark.parametrize("broken", ["hybrid never looks up", "policies keep K fixed"])
+@pytest.mark.parametrize("broken", ["hybrid never looks up", "policies keep K fixed",
+                                    "lookup drafts the policy's K"])
 def test_path_check_catches_inert_drafters_and_policies(
         broken: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from specviz.core import drafters as drafters_mod
@@ -633,8 +651,12 @@ def test_path_check_catches_inert_drafters_and_policies(
     if broken == "hybrid never looks up":
         monkeypatch.setattr(drafters_mod.HybridDrafter, "_choose",
                             lambda self, context: (self.model, self.model.plan(context)))
-    else:
+    elif broken == "policies keep K fixed":
         monkeypatch.setattr(engine_mod, "make_policy", lambda name, k: FixedPolicy(k))
+    else:
+        from specviz.core import policy as policy_mod
+
+        monkeypatch.setattr(policy_mod, "_wanted", lambda plan, k: k)
     with pytest.raises(AssertionError):
         check_paths(monkeypatch)
 

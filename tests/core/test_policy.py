@@ -14,11 +14,11 @@ from specviz.core.policy import (
     FixedPolicy,
     HeuristicPolicy,
     Outcome,
-    _Alpha,
     _Mean,
     make_policy,
 )
 from specviz.core.tally import expected_tokens_per_round
+from tests.mutation import mutant
 
 MODEL = Plan("model", "model")
 
@@ -108,15 +108,12 @@ def trained_policy(cls: type[CostPolicy], alpha: float, costs: CostModel,
     """A cost policy whose α̂ has seen many rounds of i.i.d. acceptance at ``alpha``."""
     p = cls(4, costs=costs)
     p._first = False
-    est = p.alphas.setdefault(plan.key, _Alpha())
     rng = random.Random(1)
     for _ in range(400):
         n = 0
         while n < 6 and rng.random() < alpha:
             n += 1
-        for i in range(min(6, n + 1)):
-            est.kept = est.kept * p.DECAY + (i < n)
-            est.tested = est.tested * p.DECAY + 1.0
+        p.learn(plan.key, 6, n)
     return p
 
 
@@ -234,3 +231,158 @@ def test_cost_policy_measures_a_plain_step_early() -> None:
     assert choice.k == 0 and "measuring a plain target step" in choice.reason
     p.observe(outcome(0, 0, verify_s=0.09))
     assert p.choose(MODEL, cap=100).k > 0  # α̂ is high: drafting wins again
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-drafter budgets: lookup drafts up to its own lookup_k, the model the policy's K.
+
+LOOKUP_4 = Plan("lookup", "lookup:4", 10, 4, budget=10)  # a 4-token match, 10 tokens to copy
+
+# Broken: the heuristic schedule also moves on lookup rounds it did not size.
+ScheduleOnLookup = mutant(HeuristicPolicy, (
+    "if outcome.k == 0 or outcome.plan.budget is not None:", "if outcome.k == 0:"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [
+    (HeuristicPolicy, True), (ScheduleOnLookup, False)])
+def test_heuristic_schedule_ignores_lookup_rounds(cls: type[HeuristicPolicy],
+                                                  correct: bool) -> None:
+    p = cls(4)
+    assert p.choose(LOOKUP_4, cap=100).k == 10  # lookup drafts its own budget
+    p.observe(outcome(10, 10, plan=LOOKUP_4))  # a fully kept lookup round
+    p.observe(outcome(10, 0, plan=LOOKUP_4))
+    p.observe(outcome(10, 10, plan=LOOKUP_4))
+    assert (p.choose(MODEL, cap=100).k == 4) == correct
+
+
+def lookup_costs(v1: float = 1.0, slope: float = 0.1, c: float = 0.15) -> CostModel:
+    """Measured as on a CPU: v(1) alone, then v(n) = 2 v1 (1 + slope (n − 2)) from n = 2."""
+    costs = CostModel()
+    costs.verify.setdefault(1, _Mean()).add(v1)
+    for n in (2, 3, 5, 8, 11, 17):
+        costs.verify.setdefault(n, _Mean()).add(1.3 * v1 * (1 + slope * (n - 2)))
+    costs.draft.setdefault("model", _Mean()).add(c * v1)
+    costs.draft.setdefault("lookup", _Mean()).add(0.0)
+    return costs
+
+
+def best_rate_k(alpha: float, costs: CostModel, c: float, k_max: int) -> int:
+    rates = [expected_tokens_per_round(alpha, k) / (k * c + costs.verify_cost(k + 1))
+             for k in range(k_max + 1)]
+    return max(range(k_max + 1), key=lambda k: (rates[k], -k))
+
+
+# Broken: lookup sized by the model's K cap (k_start), as before lookup had its own budget.
+CostCappedAtK = mutant(CostPolicy, (
+    "for k in range(_reach(plan, min(cap, self.k_max)) + 1):",
+    "for k in range(_reach(plan, min(cap, self.k_start)) + 1):"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [
+    (CostPolicy, True), (CostCappedAtK, False), (NeverPlainStep, False)])
+def test_cost_policy_drafts_long_cheap_lookups_and_nothing_when_drafting_loses(
+        cls: type[CostPolicy], correct: bool) -> None:
+    costs = lookup_costs()
+    good = trained_policy(cls, 0.9, costs, plan=LOOKUP_4)
+    k_lookup = good.choose(LOOKUP_4, cap=100).k
+    model = trained_policy(cls, 0.6, lookup_costs(), plan=MODEL)
+    k_model = model.choose(MODEL, cap=100).k
+    weak = Plan("lookup", "lookup:1", 10, 1, budget=10)
+    bad = trained_policy(cls, 0.2, lookup_costs(), plan=weak)
+    k_bad = bad.choose(weak, cap=100).k
+    want = (best_rate_k(good.alpha(LOOKUP_4), costs, 0.0, 10),
+            best_rate_k(model.alpha(MODEL), costs, 0.15, K_LIMIT), 0)
+    assert want[0] == 10 and 0 < want[1] < want[0]  # the cases mean what they say
+    assert ((k_lookup, k_model, k_bad) == want) == correct, ((k_lookup, k_model, k_bad), want)
+
+
+# Broken: takes the drafter's own rule's plan, never comparing the other.
+FirstPlanOnly = mutant(CostPolicy, ("if len(plans) == 1 or", "if True or"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (FirstPlanOnly, False)])
+def test_cost_policy_picks_the_faster_drafter(cls: type[CostPolicy], correct: bool) -> None:
+    """Hybrid offers lookup and the model: the higher expected rate wins, either way round."""
+    weak = Plan("lookup", "lookup:2", 10, 2, budget=10)
+    p = trained_policy(cls, 0.9, lookup_costs(), plan=LOOKUP_4)
+    rng = random.Random(2)
+    for _ in range(300):  # the model keeps α 0.6; a 2-token lookup match keeps 0.1
+        for key, alpha in (("model", 0.6), ("lookup:2", 0.1)):
+            n = 0
+            while n < 6 and rng.random() < alpha:
+                n += 1
+            p.learn(key, 6, n)
+    strong_plan, strong = p.pick([MODEL, LOOKUP_4], cap=100)
+    weak_plan, _ = p.pick([weak, MODEL], cap=100)
+    got = (strong_plan.source, strong.k, weak_plan.source)
+    assert (got == ("lookup", 10, "model")) == correct, got
+
+
+# Broken: each measured width as measured, so a dip measured under load is believed.
+BelievesDips = mutant(CostModel, ("wide = _isotonic(sorted(", "wide = (sorted("))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (BelievesDips, False)])
+def test_a_dip_measured_under_load_does_not_make_a_wide_pass_cheap(
+        cls: type[CostModel], correct: bool) -> None:
+    """Calibrated on a busy machine: v(2) and v(3) landed on a burst of load, v(8) did not."""
+    costs = cls()
+    for width, seconds in ((1, 0.12), (2, 0.30), (3, 0.34), (5, 0.29), (8, 0.28), (11, 0.34),
+                           (17, 0.38)):
+        costs.verify.setdefault(width, _Mean()).add(seconds)
+    widths = range(2, 18)
+    fitted = [costs.verify_cost(n) for n in widths]
+    monotone = all(b >= a for a, b in zip(fitted, fitted[1:], strict=False))
+    assert monotone == correct
+    assert costs.verify_cost(1) == 0.12  # the one-token pass stays as measured
+
+
+# Broken: a draft-model step not yet measured counts as free.
+FreeUnmeasuredDraft = mutant(CostModel, ('PRIOR_DRAFT = {"model": 0.15}', "PRIOR_DRAFT = {}"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (FreeUnmeasuredDraft, False)])
+def test_an_unmeasured_model_draft_is_not_free(cls: type[CostModel], correct: bool) -> None:
+    costs = cls()
+    costs.verify.setdefault(1, _Mean()).add(0.1)
+    assert (costs.draft_cost("model") == pytest.approx(0.015)) == correct
+    assert costs.draft_cost("lookup") == 0.0
+
+
+# Broken: lookup's expected tokens from one pooled α̂, as if every draft were an independent
+# coin (1 + α̂ + … + α̂^K), not a first-token gamble followed by a copy that mostly holds.
+PooledLookupAlpha = mutant(CostPolicy, ('if plan.source != "lookup" or k == 0:', "if True:"))
+
+
+def span_costs(steep: float) -> CostModel:
+    costs = CostModel()
+    costs.verify.setdefault(1, _Mean()).add(1.0)
+    for n in (2, 3, 5, 8, 11, 17):
+        costs.verify.setdefault(n, _Mean()).add(1.3 * (1 + steep * (n - 2)))
+    costs.draft.setdefault("lookup", _Mean()).add(0.0)
+    return costs
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (PooledLookupAlpha, False)])
+def test_cost_policy_sizes_lookup_by_its_first_token_and_its_span(
+        cls: type[CostPolicy], correct: bool) -> None:
+    """Copied spans: the first token is kept with a1, each next with ar after a kept one."""
+    plan = Plan("lookup", "lookup:3", 10, 3, budget=10)
+    got, want = [], []
+    for a1, ar, steep in ((0.3, 0.95, 0.05), (0.2, 0.8, 0.1)):
+        p = cls(4, costs=span_costs(steep))
+        p._first = False
+        rng = random.Random(1)
+        for _ in range(400):
+            n = 0
+            if rng.random() < a1:
+                n = 1
+                while n < 10 and rng.random() < ar:
+                    n += 1
+            p.learn(plan.key, 10, n)
+        got.append(p.choose(plan, cap=100).k)
+        rates = [(1 + a1 * sum(ar ** j for j in range(k))) / p.costs.verify_cost(k + 1)
+                 for k in range(11)]
+        want.append(max(range(11), key=lambda k: (rates[k], -k)))
+    assert want == [10, 0]  # long copies pay; a weak first token loses at any K
+    assert (got == want) == correct, (got, want)

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat
 
 from specviz.core.events import Round, RunFinished, RunStarted, Settings
+from specviz.core.presets import APP_K_POLICY, DEFAULT_DRAFTER
 from specviz.gui import record as record_module
 from specviz.gui import stream as stream_module
 from specviz.gui.app import CUSTOM, MainWindow
@@ -65,14 +66,15 @@ def fill_stream(qtbot, events: list) -> TokenStreamView:
 
 # -- 1. controls map to Settings and persist --------
 
-DRAFTING = {"drafter": "hybrid", "ngram_min": 2, "ngram_max": 5, "k_policy": "cost",
-            "lenience": 0.8}
+DRAFTING = {"drafter": "lookup", "ngram_min": 2, "ngram_max": 5, "k_policy": "heuristic",
+            "lenience": 0.8}  # none of them the defaults
 
 
 def check_controls(qtbot, store) -> None:
     panel = ControlsPanel()
     qtbot.addWidget(panel)
-    assert panel.settings().drafter == "model" and panel.settings().lenience == 1.0
+    assert panel.settings().drafter == DEFAULT_DRAFTER and panel.settings().lenience == 1.0
+    assert panel.settings().k_policy == APP_K_POLICY
     assert not panel.lenience_note.isVisibleTo(panel)  # exact by default: nothing to warn
     for name, value in DRAFTING.items():
         widget = getattr(panel, name)
@@ -87,7 +89,7 @@ def check_controls(qtbot, store) -> None:
     store.sync()
     again = ControlsPanel()
     qtbot.addWidget(again)
-    assert again.settings().drafter == "model"
+    assert again.settings().drafter == DEFAULT_DRAFTER
     again.restore(store)
     s = again.settings()
     assert {name: getattr(s, name) for name in DRAFTING} == DRAFTING
