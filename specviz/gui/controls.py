@@ -104,7 +104,8 @@ FIELDS: tuple[Field, ...] = (
     Field("sampling/seed", "seed", 0, int, "seed", _seed),
     Field("drafting/drafter", "drafter", DEFAULT_DRAFTER, str, "drafter"),
     Field("drafting/ngram_min", "ngram_min", 1, int, "ngram_min"),
-    Field("drafting/ngram_max", "ngram_max", 3, int, "ngram_max"),
+    Field("drafting/ngram_max", "ngram_max", Settings.ngram_max, int, "ngram_max"),
+    Field("drafting/lookup_k", "lookup_k", Settings.lookup_k, int, "lookup_k"),
     Field("drafting/k_policy", "k_policy", APP_K_POLICY, str, "k_policy"),
     Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
     Field("mode/baseline", "baseline", False, bool),
@@ -306,6 +307,11 @@ class ControlsPanel(QWidget):
         h.addWidget(self.ngram_min)
         h.addWidget(QLabel("to"))
         h.addWidget(self.ngram_max)
+        self.lookup_k = QSpinBox()
+        self.lookup_k.setRange(1, 16)
+        self.lookup_k.setToolTip("Most tokens a prompt-lookup round copies after a match "
+                                 "(the draft model drafts K); copies are nearly free to "
+                                 "draft, so a long match may propose more than K")
         self.k_policy = QComboBox()
         self.k_policy.addItems(K_POLICIES)
         self.k_policy.setToolTip("<br>".join(f"<b>{k}</b>: {v}"
@@ -323,10 +329,11 @@ class ControlsPanel(QWidget):
         self.lenience_note.hide()
         form.addRow("Drafter", self.drafter)
         form.addRow("n-gram", ngram)
+        form.addRow("Lookup copies ≤", self.lookup_k)
         form.addRow("K policy", self.k_policy)
         form.addRow("Lenience B", self.lenience)
         form.addRow(self.lenience_note)
-        for spin in (self.ngram_min, self.ngram_max, self.lenience):
+        for spin in (self.ngram_min, self.ngram_max, self.lookup_k, self.lenience):
             spin.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
         return box
 

@@ -67,7 +67,8 @@ def fill_stream(qtbot, events: list) -> TokenStreamView:
 # -- 1. controls map to Settings and persist --------
 
 DRAFTING = {"drafter": "lookup", "ngram_min": 2, "ngram_max": 5, "k_policy": "heuristic",
-            "lenience": 0.8}  # none of them the defaults
+            "lenience": 0.8, "lookup_k": 6}  # none of them the defaults
+# Seen failing on: the lookup_k FIELDS row without its Settings name (lookup_k stays 10).
 
 
 def check_controls(qtbot, store) -> None:
@@ -75,6 +76,9 @@ def check_controls(qtbot, store) -> None:
     qtbot.addWidget(panel)
     assert panel.settings().drafter == DEFAULT_DRAFTER and panel.settings().lenience == 1.0
     assert panel.settings().k_policy == APP_K_POLICY
+    # The app's lookup defaults are the engine's (the app once matched 3 tokens, the CLI 4).
+    assert (panel.settings().ngram_max, panel.settings().lookup_k) == \
+        (Settings.ngram_max, Settings.lookup_k)
     assert not panel.lenience_note.isVisibleTo(panel)  # exact by default: nothing to warn
     for name, value in DRAFTING.items():
         widget = getattr(panel, name)
