@@ -307,6 +307,7 @@ class Replayer(QObject):
         self._round_ends: list[int] = []  # position after each round
         self.name = ""
         self.count = 0
+        self.skipped = 0  # events of runs replaced within one tick at full speed: not drawn
         self._job: _ReadJob | None = None
         self._live = False  # hand events over as they come (not one per interval)
         self._deciding = False  # holding a file's first events: is it a race?
@@ -559,7 +560,7 @@ class Replayer(QObject):
     def _begin(self, name: str, live: bool) -> None:
         self.stop()
         self._silence_live_run()
-        self.name, self.count = name, 0
+        self.name, self.count, self.skipped = name, 0, 0
         self._live, self._ended, self._done = live, False, False
         self.paused, self.loaded = False, True
         self._last_elapsed = 0.0
@@ -662,6 +663,8 @@ class Replayer(QObject):
             return
         if self._live or self.speed is None:
             n = self._live_batch() if self._live else 1
+            if self._live and n:
+                n -= self._skip_replaced(n)
             while n and self.position < len(self.events):
                 if not self._apply_next():
                     return
@@ -674,6 +677,22 @@ class Replayer(QObject):
                 if not self._apply_next():
                     return
         self._after_tick()
+
+    def _skip_replaced(self, n: int) -> int:
+        """Go straight to the last run that starts among the next ``n`` events: the runs
+        before it would be replaced in the frame that draws this tick, never seen, after a
+        reset each (the text, the bars' panels, the plots, the controls). A 50 MB file of
+        short runs at full speed spent its frames on those. They count as replayed; a seek
+        or a step shows them. Returns how many events were passed over."""
+        end = min(len(self.events), self.position + n)
+        for j in range(end - 1, self.position, -1):
+            if isinstance(self.events[j], RunStarted):
+                skipped = j - self.position
+                self.position = j
+                self.count += skipped
+                self.skipped += skipped
+                return skipped
+        return 0
 
     def _apply_next(self) -> bool:
         """Show the next event; False if it is the reader's failure (the replay ended)."""

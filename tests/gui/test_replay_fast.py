@@ -72,3 +72,47 @@ def test_the_reader_thread_lets_the_gui_thread_have_the_gil_often(qtbot, view: R
     broken = mutant(replay._ReadJob, ("_reading(True)", "pass"), ("_reading(False)", "pass"))
     during, after = switch_while_reading(qtbot, view, monkeypatch, broken)
     assert during == before  # the test above would fail on it
+
+
+def resets_replaying(qtbot, view: RunView, monkeypatch, tmp_path, replayer_cls: type,
+                     runs: int) -> tuple[int, Replayer]:
+    """How many times the view was reset (a run's text, bars and plots cleared) replaying a
+    file of ``runs`` short runs at full speed, 256 events handed over per tick."""
+    monkeypatch.setattr(replay, "MIN_BATCH", replay.LIVE_BATCH)  # no adapting to the clock
+    events = speculative_events()
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in events) * runs, encoding="utf-8")
+    begins = [0]
+    real_begin = view._begin
+
+    def begin(started):
+        begins[0] += 1
+        real_begin(started)
+
+    monkeypatch.setattr(view, "_begin", begin)
+    replayer = replayer_cls(view, interval_ms=0, follow_s=0.0)
+    try:
+        with qtbot.waitSignal(replayer.finished, timeout=30000):
+            replayer.open(str(path))
+        view.flush()
+        assert view.record.events == events  # the last run, whole, as without skipping
+        assert replayer.count == len(events) * runs
+    finally:
+        replayer.stop()
+    monkeypatch.undo()
+    return begins[0], replayer
+
+
+def test_runs_replaced_within_a_tick_are_passed_over(qtbot, view: RunView, monkeypatch,
+                                                     tmp_path) -> None:
+    """At full speed the view is handed the last run that starts in a tick's events, not every
+    run before it (each a reset that no frame would show)."""
+    runs = 40
+    per_tick = replay.LIVE_BATCH // len(speculative_events())
+    assert per_tick >= 4
+    begins, replayer = resets_replaying(qtbot, view, monkeypatch, tmp_path, Replayer, runs)
+    assert begins <= runs // per_tick + 2 and replayer.skipped > 0
+    # Broken: every run handed over (the view reset once per run).
+    broken = mutant(Replayer, ("n -= self._skip_replaced(n)", "pass"))
+    begins, _ = resets_replaying(qtbot, view, monkeypatch, tmp_path, broken, runs)
+    assert begins == runs
