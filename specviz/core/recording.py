@@ -237,17 +237,29 @@ def _matches_kind(hint: Any, value: Any) -> bool:
     return False
 
 
+_FIELDS: dict[type, list[tuple[str, Any, bool, tuple[type, str]]]] = {}
+
+
+def _fields(cls: type) -> list[tuple[str, Any, bool, tuple[type, str]]]:
+    """(name, annotation, required, key) of each field of ``cls``, cached."""
+    if cls not in _FIELDS:
+        hints = _hints(cls)
+        _FIELDS[cls] = [
+            (f.name, hints[f.name], f.default is dataclasses.MISSING
+             and f.default_factory is dataclasses.MISSING, (cls, f.name))
+            for f in dataclasses.fields(cls)]
+    return _FIELDS[cls]
+
+
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     """An instance of the dataclass ``cls`` from a JSON object, every field checked."""
     kwargs: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        name = field.name
+    for name, hint, required, key in _fields(cls):
         if name not in data:
-            if field.default is dataclasses.MISSING and \
-                    field.default_factory is dataclasses.MISSING:
+            if required:
                 raise _Invalid(f"{where}.{name} is missing")
             continue
-        kwargs[name] = _value(_hints(cls)[name], data[name], f"{where}.{name}", (cls, name))
+        kwargs[name] = _value(hint, data[name], f"{where}.{name}", key)
     obj = cls(**kwargs)
     _check_object(obj, where)
     return obj
