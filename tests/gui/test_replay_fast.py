@@ -33,7 +33,6 @@ def view(qtbot) -> RunView:
 def switch_while_reading(qtbot, view: RunView, monkeypatch, job_cls: type) -> tuple[float, float]:
     """The interpreter's switch interval while a reader thread waits on a pipe, and after."""
     monkeypatch.setattr(replay, "_ReadJob", job_cls)
-    before = sys.getswitchinterval()
     r, w = os.pipe()
     replayer = Replayer(view, interval_ms=0, follow_s=0.0)
     stream = replay.open_pipe_reader(r)
