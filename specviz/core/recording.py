@@ -171,6 +171,9 @@ def _value(hint: Any, value: Any, where: str, key: tuple[type, str]) -> Any:
         if limit is not None and len(value) > limit:
             raise _Invalid(f"{where} may hold at most {limit} items, got {len(value)}")
         item = typing.get_args(hint)[0]
+        fast = _plain_items(item, value, key)
+        if fast is not None:
+            return fast
         return tuple(_value(item, v, f"{where}[{i}]", key) for i, v in enumerate(value))
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
@@ -197,6 +200,32 @@ def _value(hint: Any, value: Any, where: str, key: tuple[type, str]) -> Any:
     raise _Invalid(f"{where}: no check for the type {hint!r}")  # pragma: no cover
 
 
+def _plain_items(item: Any, value: list[Any], key: tuple[type, str]) -> tuple[Any, ...] | None:
+    """A list of plain strings or in-range numbers as the tuple ``_value`` makes of it, in one
+    pass with no message built per item (most of a recording: top-N ids, probs and texts);
+    None when any item is not plainly good, and the item-by-item check says what is wrong.
+    Exactly as strict: an item passes here only if ``_value`` would pass it unchanged."""
+    try:
+        if item is str:
+            return tuple(value) if all(type(v) is str for v in value) else None
+        if item is not int and item is not float:
+            return None
+        if key in PROBABILITY:
+            low, high = -EPS, 1.0 + EPS
+        else:
+            low, high = (-MAX_SEED if key in SIGNED else 0), UPPER.get(key, MAX_COUNT)
+        if item is int:
+            if all(type(v) is int and low <= v <= high and math.isfinite(v) for v in value):
+                return tuple(value)
+            return None
+        out = tuple(float(v) for v in value if type(v) is int or type(v) is float)
+        if len(out) == len(value) and all(low <= v <= high and math.isfinite(v) for v in out):
+            return out
+    except Exception:  # noqa: BLE001 - an odd item: the item-by-item check decides, as before
+        return None
+    return None
+
+
 def _matches_kind(hint: Any, value: Any) -> bool:
     """Whether ``value`` is at least the JSON kind ``hint`` asks for (for the message)."""
     if dataclasses.is_dataclass(hint):
@@ -208,17 +237,29 @@ def _matches_kind(hint: Any, value: Any) -> bool:
     return False
 
 
+_FIELDS: dict[type, list[tuple[str, Any, bool, tuple[type, str]]]] = {}
+
+
+def _fields(cls: type) -> list[tuple[str, Any, bool, tuple[type, str]]]:
+    """(name, annotation, required, key) of each field of ``cls``, cached."""
+    if cls not in _FIELDS:
+        hints = _hints(cls)
+        _FIELDS[cls] = [
+            (f.name, hints[f.name], f.default is dataclasses.MISSING
+             and f.default_factory is dataclasses.MISSING, (cls, f.name))
+            for f in dataclasses.fields(cls)]
+    return _FIELDS[cls]
+
+
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     """An instance of the dataclass ``cls`` from a JSON object, every field checked."""
     kwargs: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        name = field.name
+    for name, hint, required, key in _fields(cls):
         if name not in data:
-            if field.default is dataclasses.MISSING and \
-                    field.default_factory is dataclasses.MISSING:
+            if required:
                 raise _Invalid(f"{where}.{name} is missing")
             continue
-        kwargs[name] = _value(_hints(cls)[name], data[name], f"{where}.{name}", (cls, name))
+        kwargs[name] = _value(hint, data[name], f"{where}.{name}", key)
     obj = cls(**kwargs)
     _check_object(obj, where)
     return obj

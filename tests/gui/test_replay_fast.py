@@ -1,0 +1,117 @@
+"""A replay at full speed keeps the window responsive: counted, never timed.
+
+Each test also runs a broken copy of the code it guards (tests/mutation.py) and shows it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from specviz.core.events import to_json
+from specviz.gui import replay
+from specviz.gui.replay import READ_SWITCH_S, Replayer
+from specviz.gui.run_view import RunView
+from tests.gui.scripted import speculative_events
+from tests.mutation import mutant
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
+                                       "This plugin does not support raise")
+
+
+@pytest.fixture
+def view(qtbot) -> RunView:
+    v = RunView()
+    qtbot.addWidget(v)
+    v.resize(1200, 800)
+    v.show()
+    return v
+
+
+def switch_while_reading(qtbot, view: RunView, monkeypatch, job_cls: type) -> tuple[float, float]:
+    """The interpreter's switch interval while a reader thread waits on a pipe, and after."""
+    monkeypatch.setattr(replay, "_ReadJob", job_cls)
+    r, w = os.pipe()
+    replayer = Replayer(view, interval_ms=0, follow_s=0.0)
+    stream = replay.open_pipe_reader(r)
+    try:
+        events = speculative_events()
+        replayer.open_stream(stream, "pipe")
+        job = replayer._job
+        assert job is not None
+        os.write(w, to_json(events[0]).encode() + b"\n")
+        qtbot.waitUntil(lambda: view.flush() or bool(view.record.events), timeout=20000)
+        during = sys.getswitchinterval()
+        with qtbot.waitSignal(replayer.finished, timeout=20000):
+            os.write(w, "".join(to_json(e) + "\n" for e in events[1:]).encode())
+            os.close(w)
+            w = -1
+        job.thread.join(10)
+        assert not job.thread.is_alive()
+    finally:
+        if w >= 0:
+            os.close(w)
+        replayer.stop()
+        stream.close()
+    after = sys.getswitchinterval()
+    return during, after
+
+
+def test_the_reader_thread_lets_the_gui_thread_have_the_gil_often(qtbot, view: RunView,
+                                                                   monkeypatch) -> None:
+    """While a recording is parsed on its thread, a Qt call that let go of the GIL gets it back
+    within READ_SWITCH_S, not the interpreter's 5 ms (that made 50-600 ms frames); after the
+    reading the interpreter's own interval is back."""
+    before = sys.getswitchinterval()
+    during, after = switch_while_reading(qtbot, view, monkeypatch, replay._ReadJob)
+    assert during == READ_SWITCH_S < before and after == before
+    # Broken: the reader leaves the interval alone.
+    broken = mutant(replay._ReadJob, ("_reading(True)", "pass"), ("_reading(False)", "pass"))
+    during, after = switch_while_reading(qtbot, view, monkeypatch, broken)
+    assert during == before  # the test above would fail on it
+
+
+def resets_replaying(qtbot, view: RunView, monkeypatch, tmp_path, replayer_cls: type,
+                     runs: int) -> tuple[int, Replayer]:
+    """How many times the view was reset (a run's text, bars and plots cleared) replaying a
+    file of ``runs`` short runs at full speed, 256 events handed over per tick."""
+    monkeypatch.setattr(replay, "MIN_BATCH", replay.LIVE_BATCH)  # no adapting to the clock
+    events = speculative_events()
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in events) * runs, encoding="utf-8")
+    begins = [0]
+    real_begin = view._begin
+
+    def begin(started):
+        begins[0] += 1
+        real_begin(started)
+
+    monkeypatch.setattr(view, "_begin", begin)
+    replayer = replayer_cls(view, interval_ms=0, follow_s=0.0)
+    try:
+        with qtbot.waitSignal(replayer.finished, timeout=30000):
+            replayer.open(str(path))
+        view.flush()
+        assert view.record.events == events  # the last run, whole, as without skipping
+        assert replayer.count == len(events) * runs
+    finally:
+        replayer.stop()
+    monkeypatch.undo()
+    return begins[0], replayer
+
+
+def test_runs_replaced_within_a_tick_are_passed_over(qtbot, view: RunView, monkeypatch,
+                                                     tmp_path) -> None:
+    """At full speed the view is handed the last run that starts in a tick's events, not every
+    run before it (each a reset that no frame would show)."""
+    runs = 40
+    per_tick = replay.LIVE_BATCH // len(speculative_events())
+    assert per_tick >= 4
+    begins, replayer = resets_replaying(qtbot, view, monkeypatch, tmp_path, Replayer, runs)
+    assert begins <= runs // per_tick + 2 and replayer.skipped > 0
+    # Broken: every run handed over (the view reset once per run).
+    broken = mutant(Replayer, ("n -= self._skip_replaced(n)", "pass"))
+    begins, _ = resets_replaying(qtbot, view, monkeypatch, tmp_path, broken, runs)
+    assert begins == runs
