@@ -179,6 +179,11 @@ def install_replay_bar(window: Any) -> ReplayBar:
         toolbar.setVisible(r.loaded)
         if r.loaded:
             window.status_label.setText(r.status_text())
+            # The corner says what plays, not "idle" (the worker's states are for live runs).
+            window.state_label.setText("replay ended" if r.at_end
+                                       else "❚❚ replay paused" if r.paused else "▶ replaying")
+        elif not window.stop_button.isEnabled():  # no live run has the corner
+            window.state_label.setText("idle")
 
     def on_run_shown(started: RunStarted) -> None:
         pair, words = started.pair, user_text(started.prompt)

@@ -269,8 +269,12 @@ def test_the_controls_show_the_recording_read_only_then_the_users_again(
     assert not w.controls.form_panel.isEnabled() and w.controls.recording_note.isVisibleTo(w)
     assert w.replay_toolbar.isVisibleTo(w)
     assert w.status_label.text().startswith("Replaying normal.jsonl: round ")
+    # The corner names the replay's state, not the worker's "idle" (seen saying "idle" while
+    # a recording played: the broken variant this rejects).
+    assert "replay" in w.state_label.text()
     w.replay_bar.close_button.click()  # leave the replay
     assert w.controls.values() == mine and w.controls.form_panel.isEnabled()
+    assert w.state_label.text() == "idle"
     assert not w.replay_toolbar.isVisibleTo(w)
     # Starting something live (a run, a race) reads the user's settings, never the recording's.
     open_normal(qtbot, w)
