@@ -93,6 +93,8 @@ class RunView(QWidget):
 
     def __init__(self, parent: QWidget | None = None, frame_ms: int = FRAME_MS) -> None:
         super().__init__(parent)
+        self.presenting = False  # presentation mode's fitted layout (set_presenting)
+        self._fitted: int | None = None  # the bars' height the panes were last fitted to
         self.record = RunRecord()
         self.queue: deque[Event] = deque()
         self.selected: int | None = None  # a round the user clicked; None follows the latest
@@ -219,7 +221,7 @@ class RunView(QWidget):
         """Every view of the run in ``theme`` (gui/themes.py): palette, text, plots, banners."""
         self.theme = theme
         apply_palette(self, theme)
-        self.legend.setText(legend_html(theme, notes=not getattr(self, "presenting", False)))
+        self.legend.setText(legend_html(theme, notes=not self.presenting))
         self.banner.setStyleSheet(self._banner_css(theme))
         self.inexact.setStyleSheet(self._inexact_css(theme))
         self.stream.set_theme(theme)
@@ -242,7 +244,7 @@ class RunView(QWidget):
     def fit_panes(self) -> None:
         """Presenting: the acceptance plots their minimum width and the text the rest; the
         bars all the height their rows need and the text and plots the rest."""
-        if not getattr(self, "presenting", False):
+        if not self.presenting:
             return  # the user's proportions (and a state being restored) stay as they are
         top, main = self.splitters
         total = sum(top.sizes())
@@ -267,7 +269,7 @@ class RunView(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        if getattr(self, "presenting", False):
+        if self.presenting:
             # After the splitters have their new sizes (they follow this event).
             QTimer.singleShot(0, self.fit_panes)
 
@@ -387,7 +389,7 @@ class RunView(QWidget):
         self.selected = None
         self.bars.stop_drawing()
         self.stager.start(rnd)
-        if getattr(self, "presenting", False):
+        if self.presenting:
             self.fit_panes()  # the step's caption row, and every panel still in view
             return
         main = self.splitters[1]
@@ -482,8 +484,8 @@ class RunView(QWidget):
         self.bars.show_round(shown, selected=selected, limit=limit)
         self._bars_selected = selected
         self.frames_drawn["bars"] += 1
-        if getattr(self, "presenting", False) and \
-                self.bars.wanted_height() != getattr(self, "_fitted", None):
+        if self.presenting and \
+                self.bars.wanted_height() != self._fitted:
             self.fit_panes()  # K changed (rows of panels), or the headline's lines
             self._fitted = self.bars.wanted_height()
             QTimer.singleShot(0, self.fit_panes)  # again once the new text is laid out
