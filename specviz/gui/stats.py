@@ -69,6 +69,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.compact = False  # presentation mode's layout (set_compact)
         self.theme = LIGHT  # set_theme
         self.setBackground("w")
         font = QFont()
@@ -204,7 +205,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
                 plot.getAxis("bottom").setHeight(round(base * scale))
         # Height grows less than the text: on a projector the round's bars need the room.
         # Presenting (compact), no taller than at 1×: the round's panels need all rows in view.
-        grow = 1.0 if getattr(self, "compact", False) else min(scale, 1.2)
+        grow = 1.0 if self.compact else min(scale, 1.2)
         self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
                             round(ACCEPTANCE_MIN_HEIGHT * grow))
         self.ci.layout.invalidate()
@@ -223,7 +224,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.set_scale(self.scale)
 
     def _ends(self, ticks: list[tuple[int, str]]) -> list[tuple[int, str]]:
-        return [ticks[0], ticks[-1]] if getattr(self, "compact", False) else ticks
+        return [ticks[0], ticks[-1]] if self.compact else ticks
 
     def _set_k(self, k: int) -> None:
         """x axes that depend on K only: whole numbers, few enough to read at K = 16."""
@@ -372,6 +373,7 @@ class SpeedView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.compact = False  # presentation mode's layout (set_compact)
         self.grid = grid = QGridLayout(self)
         grid.setContentsMargins(8, 4, 8, 4)
         grid.setVerticalSpacing(0)
@@ -429,7 +431,7 @@ class SpeedView(QWidget):
             self.grid.addWidget(self.names[key], row + 1, col)
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
         # Narrow: the numbers take two rows, and the formula stays in the tooltips.
-        self.formula.setVisible(columns == 6 and not getattr(self, "compact", False))
+        self.formula.setVisible(columns == 6 and not self.compact)
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())
