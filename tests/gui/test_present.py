@@ -34,7 +34,7 @@ from PySide6.QtGui import QFontInfo, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from specviz.core.events import DraftPosition, TopN
-from specviz.gui.app import CUSTOM, MainWindow
+from specviz.gui.app import MainWindow
 from specviz.gui.bars import candidates, top_candidates
 from specviz.gui.demo import DEMOS, PARAGRAPH
 from specviz.gui.prompt_text import find_user
@@ -43,6 +43,7 @@ from specviz.gui.staging import GREYED, phases
 from specviz.gui.style import RESIDUAL_COLOR
 from specviz.gui.zoom import Zoom, px_per_pt
 from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
+from tests.gui.windows import tiny_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
                                        "This plugin does not support raise")
@@ -114,12 +115,7 @@ def test_ctrl_wheel_zooms(view: RunView) -> None:
 
 @pytest.fixture
 def window(qtbot, settings_store, tiny_pair):
-    w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
-    qtbot.addWidget(w)
-    w._set_preset(CUSTOM)
-    w.draft_edit.setText("tiny-draft")
-    w.target_edit.setText("tiny-target")
-    w.device.setCurrentText("cpu")
+    w = tiny_window(qtbot, settings_store, tiny_pair)
     w.prompt.setPlainText("the cat")
     yield w
     w.close()

@@ -13,6 +13,7 @@ from specviz.core.events import RunFinished, RunStarted, from_json, to_json
 from specviz.gui.race_view import RaceView, user_text
 from specviz.gui.run_view import RunView
 from tests.gui.scripted import PROMPT, baseline_events, speculative_events
+from tests.gui.windows import tiny_window
 from tests.mutation import mutant
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
@@ -249,14 +250,7 @@ def window(qtbot, settings_store, tiny_pair):
 
 
 def make_window(qtbot, settings_store, tiny_pair):
-    from specviz.gui.app import CUSTOM, MainWindow
-
-    w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
-    qtbot.addWidget(w)
-    w._set_preset(CUSTOM)
-    w.draft_edit.setText("tiny-draft")
-    w.target_edit.setText("tiny-target")
-    w.device.setCurrentText("cpu")
+    w = tiny_window(qtbot, settings_store, tiny_pair)
     w.max_new.setValue(10)
     w.temperature.setValue(0.0)
     w.seed.setValue(-1)  # random: the race must still give both runs one seed

@@ -9,7 +9,6 @@ variant it rejects; ``test_each_test_rejects_its_broken_variant`` runs it on tha
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,13 @@ from specviz.gui import app as APP
 from specviz.gui import controls as CONTROLS
 from specviz.gui import replay as REPLAY
 from specviz.gui import replay_bar as REPLAY_BAR
-from specviz.gui.app import CUSTOM, MainWindow
+from specviz.gui.app import MainWindow
 from specviz.gui.controls import FIELDS
 from specviz.gui.replay import ROUND_BY_ROUND, Replayer, open_pipe_reader, schedule
 from specviz.gui.replay_bar import BAR_POINT_SIZE
 from specviz.gui.run_view import RunView
 from tests.gui.scripted import speculative_events
+from tests.gui.windows import tiny_window
 from tests.mutation import mutant
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
@@ -224,14 +224,9 @@ def test_a_followed_stream_is_live_and_scrubbing_back_pauses_it(qtbot,
 # -- in the window: keys, settings, race files ------------------------------------------------
 
 
-def make_window(qtbot, settings_store, tiny_pair) -> MainWindow:
-    w = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
-    qtbot.addWidget(w)
+def make_window(qtbot, settings_store, tiny_pair, cls: type | None = None) -> MainWindow:
+    w = tiny_window(qtbot, settings_store, tiny_pair, cls or MainWindow)
     w.replayer.follow_s = 0.0
-    w._set_preset(CUSTOM)
-    w.draft_edit.setText("tiny-draft")
-    w.target_edit.setText("tiny-target")
-    w.device.setCurrentText("cpu")
     w.k.setValue(7)
     w.temperature.setValue(0.3)
     w.seed.setValue(1234)
@@ -450,12 +445,7 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
 
 
 def make_window_with(qtbot, settings_store, tiny_pair, cls: type) -> MainWindow:
-    original = sys.modules[__name__].MainWindow
-    try:
-        globals()["MainWindow"] = cls
-        return make_window(qtbot, settings_store, tiny_pair)
-    finally:
-        globals()["MainWindow"] = original
+    return make_window(qtbot, settings_store, tiny_pair, cls)
 
 
 # -- on a projector: nothing of the bar clipped ------------------------------------------------
