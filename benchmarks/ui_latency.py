@@ -89,6 +89,48 @@ class Heartbeat:
         self._last = now
 
 
+class StallSampler:
+    """Where the GUI thread is while it stalls (``--stacks``): a thread looks at it every 2 ms
+    and, while the heartbeat is more than 25 ms late, counts its innermost frames."""
+
+    def __init__(self, beat: Heartbeat) -> None:
+        import collections
+        import threading
+
+        self.beat = beat
+        self.main = threading.get_ident()
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import traceback
+
+        while not self._stop.wait(0.002):
+            last = self.beat._last
+            if not self.beat.recording or last is None:
+                continue
+            if time.perf_counter() - last < 0.025:
+                continue
+            frame = sys._current_frames().get(self.main)
+            if frame is None:
+                continue
+            stack = traceback.extract_stack(frame)[-6:]
+            self.samples += 1
+            self.counts[" < ".join(f"{Path(f.filename).name}:{f.name}:{f.lineno}"
+                                   for f in reversed(stack))] += 1
+
+    def report(self, top: int = 12) -> str:
+        self._stop.set()
+        lines = [f"where the GUI thread was while stalled > 25 ms ({self.samples} samples "
+                 f"every 2 ms; innermost first):"]
+        for stack, n in self.counts.most_common(top):
+            lines.append(f"  {n:5d}  {stack}")
+        return "\n".join(lines)
+
+
 class FrameClock:
     """Stamps rounds when they enter (emit or hand-over) and when a frame has drawn them.
 
@@ -210,6 +252,8 @@ def main() -> int:
     ap.add_argument("--recording", type=Path,
                     help="skip the live runs (phases 1 and 2, no model loaded): replay this "
                          "recording, repeated to --replay-mb")
+    ap.add_argument("--stacks", action="store_true",
+                    help="also print where the GUI thread was during stalls (sampled)")
     args = ap.parse_args()
 
     import torch
@@ -321,6 +365,7 @@ def replay_phase(args: argparse.Namespace, app: QApplication, window: Any, view:
 
     view.apply = apply  # the Replayer hands events to view.apply
     first_shown: list[float] = []
+    sampler = StallSampler(beat) if args.stacks else None
     beat.recording = clock.recording = True
     t = time.perf_counter()
     replayer.open(str(path))
@@ -350,6 +395,8 @@ def replay_phase(args: argparse.Namespace, app: QApplication, window: Any, view:
         f"{threads_after} threads (latency here: handed to the view -> drawn)")
 
     print("\n".join(replay) + "\n  " + clock.gc.line())
+    if sampler is not None:
+        print(sampler.report())
     print(f"goals: stalls p99 < {STALL_GOAL_MS:.0f} ms, latency p95 < {LATENCY_GOAL_MS:.0f} ms")
     window.close()
     path.unlink()

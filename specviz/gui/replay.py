@@ -43,6 +43,8 @@ from specviz.core.events import Event, Round, RunFailed, RunStarted
 from specviz.core.race import as_race
 from specviz.core.recording import RecordingError, RecordingReader
 
+from .run_view import FRAME_FRAGMENTS, fragments
+
 STDIN = "-"
 CHUNK = 256 * 1024  # bytes per read: a few hundred rounds
 LIVE_TICK_MS = 10  # how often events that arrived are handed over
@@ -53,6 +55,15 @@ LIVE_BATCH = 256
 MIN_BATCH = 8
 FRAME_BUDGET_S = 0.025  # a tick later than this: the frame before it was long, hand less
 FOLLOW_POLL_S = 0.05  # how often a followed file is checked for new lines
+# The reader parses in slices of at most READ_SLICE_S and then rests, so that it holds the
+# GIL at most READ_DUTY of the time. Reading flat out, every Qt call of the GUI thread that
+# lets go of the GIL waited to get it back: a 50 MB replay at full speed stalled p99 46 ms
+# while its file was being read and 15 ms after (benchmarks/ui_latency.py). At 0.4 the same
+# replay stalls p99 26 ms and plays 730 events/s (0.3: 17 ms, 620-720/s; 0.5: 24-26 ms,
+# 1,035/s): the reader, not the drawing, then sets a full-speed replay's pace.
+READ_SLICE_S = 0.002
+READ_DUTY = 0.4
+PIECE = 16 * 1024  # bytes parsed between two looks at the clock (a few rounds)
 PENDING_MAX = 512  # events taken from the reader ahead of the view; then the reader waits
 
 # While a reader thread parses, the interpreter switches threads this often (seconds) instead
@@ -187,7 +198,7 @@ class _ReadJob:
             chunk = read(CHUNK)
             if chunk:
                 idle_since = None
-                events = reader.feed(chunk)
+                events = self._parse(reader, chunk)
                 if events and not self._put(_EVENTS, (events, time.monotonic())):
                     return
                 continue
@@ -208,6 +219,19 @@ class _ReadJob:
                 self._put(_EVENTS, (events, time.monotonic()))
             self._put(_END, reader.line)
             return
+
+    def _parse(self, reader: RecordingReader, chunk: bytes) -> list[Event]:
+        """The events in ``chunk``, parsed a slice at a time with rests between (READ_DUTY)."""
+        events: list[Event] = []
+        start = time.perf_counter()
+        for at in range(0, len(chunk), PIECE):
+            events.extend(reader.feed(chunk[at:at + PIECE]))
+            busy = time.perf_counter() - start
+            if busy >= READ_SLICE_S:
+                if self.stopped.wait(busy * (1 - READ_DUTY) / READ_DUTY):
+                    break
+                start = time.perf_counter()
+        return events
 
 
 def _fileno(stream: IO[bytes]) -> int | None:
@@ -665,7 +689,16 @@ class Replayer(QObject):
             n = self._live_batch() if self._live else 1
             if self._live and n:
                 n -= self._skip_replaced(n)
+            # Live, no more tokens than one frame of the view appends: what is handed over
+            # shows in the next frame, not after frames of backlog (a 50 MB replay at full
+            # speed: latency p95 53 -> 33-37 ms).
+            tokens = 0
             while n and self.position < len(self.events):
+                event = self.events[self.position]
+                if self._live and isinstance(event, Round):
+                    tokens += fragments(event)
+                    if tokens > FRAME_FRAGMENTS and tokens > fragments(event):
+                        break
                 if not self._apply_next():
                     return
                 n -= 1
