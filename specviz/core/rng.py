@@ -26,7 +26,7 @@ class Random(Protocol):
 
 
 class TorchRandom:
-    """A seeded ``torch.Generator``: the same stream as the engine's original rand/draw."""
+    """A seeded ``torch.Generator``: every uniform and every draw comes from it, in order."""
 
     def __init__(self, seed: int) -> None:
         self.generator = torch.Generator().manual_seed(seed)
@@ -36,5 +36,5 @@ class TorchRandom:
         return float(torch.rand((), generator=self.generator))
 
     def draw(self, probs: torch.Tensor) -> int:
-        """One id from a 1-D probability vector (torch.multinomial)."""
+        """One id from a 1-D probability vector (``sampling.sample``: its inverse CDF)."""
         return sample(probs, self.generator)

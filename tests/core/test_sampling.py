@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from transformers.generation.logits_process import (
 )
 
 from specviz.core import sampling
-from specviz.core.sampling import acceptance_ratio, logits_to_probs, residual
+from specviz.core.sampling import acceptance_ratio, logits_to_probs, residual, sample
 from tests.mutation import mutant
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0])
@@ -111,6 +112,26 @@ def test_all_zero_residual_gives_p_not_nan() -> None:
     assert torch.equal(residual(one, one.clone()), one)
 
 
+def test_sample_draws_each_id_with_its_probability() -> None:
+    # Unnormalised on purpose (sum 2), with ids of probability 0 inside and at the end.
+    probs = torch.tensor([0.2, 0.0, 1.2, 0.6, 0.0])
+    g = torch.Generator().manual_seed(3)
+    n = 30_000
+    counts = torch.bincount(torch.tensor([sample(probs, g) for _ in range(n)]), minlength=5)
+    expected = probs / probs.sum()
+    assert counts[1] == 0 and counts[4] == 0  # probability 0: never
+    for i in (0, 2, 3):
+        sd = (n * expected[i] * (1 - expected[i])) ** 0.5
+        assert abs(counts[i] - n * expected[i]) < 5 * sd, (i, counts.tolist())
+
+
+def test_sample_never_returns_an_id_of_probability_zero_at_the_top() -> None:
+    # u · total rounded up to the total: searchsorted runs off the end; the last id with mass.
+    with mock.patch.object(sampling.torch, "rand",
+                           lambda *a, **k: torch.tensor(1.0, dtype=torch.float64)):
+        assert sample(torch.tensor([0.5, 0.5, 0.0, 0.0]), None) == 1
+
+
 TEST = Callable[[], None]
 L2P = "logits_to_probs"
 # test -> (the function it tests, [(old line, broken line), ...]): each pair must make it fail.
@@ -143,6 +164,13 @@ MUTANTS: dict[str, tuple[TEST, str, list[tuple[str, str]]]] = {
                               [("return min(1.0, p_x / q_x)", "return p_x / q_x")]),
     "residual |p - q|": (test_residual_is_normalised_positive_part, "residual",
                          [("clamp_(min=0.0)", "abs_()")]),
+    "sample one id too far": (test_sample_draws_each_id_with_its_probability, "sample",
+                              [("    return i", "    return min(i + 1, len(probs) - 1)")]),
+    "sample ignores the total": (test_sample_draws_each_id_with_its_probability, "sample",
+                                 [(" * float(cdf[-1])", "")]),
+    "sample off the end takes the last id": (
+        test_sample_never_returns_an_id_of_probability_zero_at_the_top, "sample",
+        [("i = int(torch.nonzero(probs.reshape(-1) > 0)[-1])", "i = cdf.numel() - 1")]),
     "empty residual divides by zero": (test_all_zero_residual_gives_p_not_nan, "residual",
                                        [("if float(mass.min()) <= RESIDUAL_EPS:", "if False:")]),
 }

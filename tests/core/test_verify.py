@@ -194,11 +194,22 @@ def test_verify_rejects_bad_shapes_and_lenience() -> None:
 
 
 def check_torch_random_stream(make: Callable[[int], TorchRandom]) -> None:
-    # The same stream as the engine's original _Run.rand / _Run.draw on a seeded generator.
+    # Every uniform and every draw from one seeded generator, in order; a draw inverts the
+    # CDF at one float64 uniform (written out here in plain Python).
     g = torch.Generator().manual_seed(7)
     probs = torch.tensor([0.1, 0.2, 0.3, 0.4])
     expected_u = [float(torch.rand((), generator=g)) for _ in range(3)]
-    expected_x = [int(torch.multinomial(probs, 1, generator=g).item()) for _ in range(20)]
+
+    def inverse_cdf(u: float) -> int:
+        total, acc = sum(probs.double().tolist()), 0.0
+        for i, p in enumerate(probs.double().tolist()):
+            acc += p
+            if acc > u * total:
+                return i
+        return len(probs) - 1
+
+    expected_x = [inverse_cdf(float(torch.rand((), generator=g, dtype=torch.float64)))
+                  for _ in range(20)]
     rand = make(7)
     assert [rand.uniform() for _ in range(3)] == expected_u
     assert [rand.draw(probs) for _ in range(20)] == expected_x
