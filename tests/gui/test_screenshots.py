@@ -30,8 +30,10 @@ def test_screenshots_are_not_blank_and_show_every_token_colour(qtbot, tmp_path: 
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    # Greedy-free sampling on tiny random models: rejections, resamples and bonuses all occur.
-    paths = module.take(tmp_path, tiny=True, max_new_tokens=40, k=3, temperature=1.0, seed=1)
+    # Greedy-free sampling on tiny random models: rejections, resamples and bonuses all occur
+    # in 40 tokens with seed 4 (a seed picked for that; seeds 1-3 each miss a fate since tokens
+    # are drawn by inverse CDF).
+    paths = module.take(tmp_path, tiny=True, max_new_tokens=40, k=3, temperature=1.0, seed=4)
     names = {p.name for p in paths}
     assert {"run.png", "stream.png", "presentation.png", "baseline.png",
             "baseline-stream.png"} <= names
