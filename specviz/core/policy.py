@@ -243,7 +243,12 @@ class CostPolicy:
     the model drafter and over 0..what the match offers (≤ lookup_k) for lookup; K = 0 is a
     plain target step (1 token for o + v(1)), chosen when drafting loses. Where the drafter
     offers several plans (hybrid: lookup and the model), the best rate of each is compared.
-    α̂ decays back towards its prior while a kind is not drafted, so it is tried again later.
+    α̂ decays back towards its prior while a kind is not drafted. Where drafting must beat
+    the prior to pay (on a 2-core CPU a 5-token verify pass costs ~1.7 one-token passes, so
+    the break-even α̂ is ~0.62 against a prior of 0.6), the prior alone never tries again:
+    after PROBE_AFTER plain steps in a row the policy drafts one probe round at the start K
+    (if drafting could pay at all, with every draft kept), and each probe that keeps fewer
+    drafts than α̂ expected doubles the wait (up to PROBE_MAX).
     """
 
     name = "cost"
@@ -253,6 +258,8 @@ class CostPolicy:
     # bundled pair (benchmarks/drafters.py --lookup-alpha: 0.27 / 0.51 / 0.64 / 0.89).
     PRIORS = {"model": 0.6, "lookup": 0.5, "lookup:1": 0.3, "lookup:2": 0.5, "lookup:3": 0.65}
     LONG_MATCH_PRIOR = 0.85  # lookup matches of 4 tokens and more
+    PROBE_AFTER = 4  # plain steps in a row before a probe round drafts again
+    PROBE_MAX = 64  # the longest wait between probes while they keep failing
 
     def __init__(self, k: int, k_max: int = K_LIMIT, costs: CostModel | None = None) -> None:
         self.k_start = k  # used until the costs of this machine have been measured
@@ -264,6 +271,10 @@ class CostPolicy:
         self.first: dict[str, _Alpha] = {}
         self.rest: dict[str, _Alpha] = {}
         self._first = True  # the first verify pass also prefills the prompt: not a sample
+        self.plain = 0  # plain steps (K = 0) in a row
+        self.probe_after = self.PROBE_AFTER  # plain steps before the next probe
+        self._probing = False  # this round's K is a probe
+        self._probe_alpha = 0.0  # α̂ when the probe was chosen
 
     def prior(self, plan: Plan) -> float:
         if plan.key in self.PRIORS:
@@ -307,6 +318,14 @@ class CostPolicy:
         k = max(range(len(rates)), key=lambda i: (rates[i], -i))  # ties: the smaller K
         return rates[k], k
 
+    def _could_pay(self, plan: Plan, cap: int) -> bool:
+        """Whether drafting beats a plain step if every draft were kept (else no probe)."""
+        c = self.costs.draft_cost(plan.source)
+        o = self.costs.overhead.value
+        plain = 1.0 / max(o + self.costs.verify_cost(1), 1e-12)
+        return any((k + 1) / max(o + k * c + self.costs.verify_cost(k + 1), 1e-12) > plain
+                   for k in range(1, _reach(plan, min(cap, self.k_max)) + 1))
+
     def choose(self, plan: Plan, cap: int) -> Choice:
         why = _no_draft_reason(plan, cap)
         if why is not None:
@@ -318,11 +337,18 @@ class CostPolicy:
             # The alternative to drafting is a plain step: measure its cost once, early.
             return Choice(0, "measuring a plain target step → K 0")
         _, k = self._best(plan, cap)
+        probe = ""
+        self._probing = False
+        if k == 0 and self.plain >= self.probe_after and self._could_pay(plan, cap):
+            k = min(_wanted(plan, self.k_start), _reach(plan, cap))
+            self._probing = k > 0
+            self._probe_alpha = self.alpha(plan)
+            probe = f"probe after {self.plain} plain steps: " if k else ""
         v1 = self.costs.verify_cost(1)
         c = self.costs.draft_cost(plan.source) / v1
         v = self.costs.verify_cost(k + 1) / v1
         who = "" if plan.source == "model" else f"{plan.key}, "
-        return Choice(k, f"{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}")
+        return Choice(k, f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}")
 
     def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
         if len(plans) == 1 or 1 not in self.costs.verify or cap <= 0:
@@ -339,6 +365,18 @@ class CostPolicy:
         else:
             self.costs.add(outcome)
         self.learn(outcome.plan.key, outcome.k, outcome.n_accepted)
+        if outcome.k == 0:
+            self.plain += 1
+            return
+        # A probe that kept fewer of its drafts than α̂ expected: the next waits twice as
+        # long. One that did better (the text changed), or a round the rates chose: the
+        # wait starts over.
+        tested = min(outcome.k, outcome.n_accepted + 1)
+        failed = self._probing and outcome.n_accepted / tested <= self._probe_alpha
+        self.probe_after = (min(self.PROBE_MAX, 2 * self.probe_after) if failed
+                            else self.PROBE_AFTER)
+        self._probing = False
+        self.plain = 0
 
     def learn(self, key: str, k: int, n_accepted: int) -> None:
         """Fold one round's drafts into the α̂ of ``key`` (K = 0: decay towards the prior)."""

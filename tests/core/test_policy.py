@@ -386,3 +386,77 @@ def test_cost_policy_sizes_lookup_by_its_first_token_and_its_span(
         want.append(max(range(11), key=lambda k: (rates[k], -k)))
     assert want == [10, 0]  # long copies pay; a weak first token loses at any K
     assert (got == want) == correct, (got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# Probes: where the break-even α̂ lies above the prior, decay alone never drafts again.
+
+def cpu_costs() -> CostModel:
+    """Verify passes as measured on this CPU (see above), a draft token at 0.15 of a step."""
+    costs = CostModel()
+    for width, seconds in ((1, 0.085), (3, 0.19), (5, 0.205), (17, 0.315)):
+        costs.verify.setdefault(width, _Mean()).add(seconds)
+    costs.draft.setdefault("model", _Mean()).add(0.15 * 0.085)
+    return costs
+
+
+class NeverProbes(CostPolicy):
+    """Broken: trusts the decay towards the prior to bring drafting back."""
+
+    PROBE_AFTER = 10**9
+
+
+class ProbesWithoutBackoff(CostPolicy):
+    """Broken: probes every PROBE_AFTER plain steps, however often probes fail."""
+
+    PROBE_MAX = CostPolicy.PROBE_AFTER
+
+
+def run_rounds(p: CostPolicy, n: int, kept_if_drafted: bool) -> tuple[list[int], list[str]]:
+    ks, reasons = [], []
+    for _ in range(n):
+        choice = p.choose(MODEL, cap=100)
+        ks.append(choice.k)
+        reasons.append(choice.reason)
+        verify = p.costs.verify_cost(choice.k + 1)
+        p.observe(outcome(choice.k, choice.k if kept_if_drafted else 0,
+                          draft_s=choice.k * 0.15 * 0.085, verify_s=verify))
+    return ks, reasons
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (NeverProbes, False)])
+def test_cost_policy_probes_when_the_prior_is_below_break_even(cls: type[CostPolicy],
+                                                                 correct: bool) -> None:
+    """A bad start (α̂ 0.1) on this CPU's costs: the policy takes plain steps, probes, finds the
+    text is now easy (every draft kept) and keeps drafting."""
+    p = trained_policy(cls, 0.1, cpu_costs())
+    prior = trained_policy(cls, 0.6, cpu_costs())  # the setup means what it says:
+    prior.alphas["model"].kept = prior.alphas["model"].tested = 0.0  # α̂ = its prior
+    assert prior.choose(MODEL, cap=100).k == 0  # ... and at the prior drafting loses
+    ks, reasons = run_rounds(p, 100, kept_if_drafted=True)
+    drafting = sum(k > 0 for k in ks[-20:])
+    assert (drafting == 20) == correct, (ks, reasons[-1])
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (ProbesWithoutBackoff, False)])
+def test_failed_probes_come_ever_more_rarely(cls: type[CostPolicy], correct: bool) -> None:
+    """Drafting keeps losing: probes back off (4, 8, ... 64 plain steps), so they cost little."""
+    p = trained_policy(cls, 0.1, cpu_costs())
+    ks, reasons = run_rounds(p, 300, kept_if_drafted=False)
+    probes = [r for r in reasons if r.startswith("probe after")]
+    assert len(probes) == sum(k > 0 for k in ks) > 0  # every drafted round here is a probe
+    assert (len(probes) <= 9) == correct, len(probes)
+
+
+def test_no_probe_where_drafting_cannot_pay() -> None:
+    """Drafts dearer than a step: even kept every time they lose, so no probe is ever run."""
+    costs = cpu_costs()
+    costs.draft["model"] = _Mean()
+    costs.draft["model"].add(10.0)
+    p = trained_policy(CostPolicy, 0.1, costs)
+    ks, _ = run_rounds(p, 100, kept_if_drafted=True)
+    assert not any(ks)
+    broken = mutant(CostPolicy, ("and self._could_pay(plan, cap)", ""))
+    p = trained_policy(broken, 0.1, costs)
+    ks, _ = run_rounds(p, 100, kept_if_drafted=True)
+    assert any(ks)  # the broken variant probes at 10 s a draft
