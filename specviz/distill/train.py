@@ -72,15 +72,21 @@ class EvalResult:
 # ---------------------------------------------------------------- vocabulary
 
 
-def choose_vocab(seqs: list[TeacherSeq], size: int, full: int, always: list[int]) -> list[int]:
-    """Target ids ranked by teacher probability mass (+ token counts), the top ``size`` kept."""
+def teacher_mass(seqs: list[TeacherSeq], full: int) -> torch.Tensor:
+    """(full,) float64: each target id's teacher probability mass, plus 1e-3 per occurrence."""
     mass = torch.zeros(full, dtype=torch.float64)
     for s in seqs:
         mass.index_add_(0, s.top_ids.reshape(-1).long(),
                         s.top_lp.float().exp().reshape(-1).double())
         mass.index_add_(0, s.ids.long(), torch.full((s.ids.numel(),), 1e-3, dtype=torch.float64))
+    return mass
+
+
+def choose_vocab(seqs: list[TeacherSeq], size: int, full: int, always: list[int]) -> list[int]:
+    """Target ids ranked by teacher probability mass (+ token counts), the top ``size`` kept."""
     if size <= 0 or size >= full:
         return list(range(full))
+    mass = teacher_mass(seqs, full)
     mass[torch.tensor(always, dtype=torch.long)] = float("inf")
     keep = torch.topk(mass, size).indices
     return sorted(int(i) for i in keep)
@@ -174,6 +180,58 @@ def load_init(folder: Path, full: int) -> tuple[Any, list[int], int, StudentShap
     before = [c for line in card.splitlines() if line.startswith("- Continued from")
               for c in re.findall(r"itself made by `([^`]*)`", line)]
     return student, target_ids, oov, shape, " ← ".join([command] + before) if command else ""
+
+
+def widen_vocab(student: Any, target: Any, target_ids: list[int], oov: int,
+                seqs: list[TeacherSeq], size: int) -> tuple[Any, list[int], int]:
+    """The draft with ``size`` ids: its own rows kept, the ids with most teacher mass added.
+
+    A new id's row starts as the target's embedding row of that id mapped into the draft's
+    space by the least-squares map that best sends the target's rows of the draft's current
+    ids onto the draft's trained rows (tied embedding and head, so the same row scores it).
+    Returns (model, target ids in draft order, oov draft id)."""
+    from transformers import LlamaForCausalLM
+
+    full = int(target.get_input_embeddings().weight.shape[0])
+    if size <= len(target_ids):
+        return student, target_ids, oov
+    mass = teacher_mass(seqs, full)
+    mass[torch.tensor(target_ids, dtype=torch.long)] = -1.0
+    extra = [int(i) for i in torch.topk(mass, min(size, full) - len(target_ids)).indices]
+    new_ids = sorted(target_ids + extra)
+    old_pos = {t: i for i, t in enumerate(target_ids)}
+    with torch.no_grad():
+        t_emb = target.get_input_embeddings().weight.detach().float().cpu()
+        d_emb = student.get_input_embeddings().weight.detach().float().cpu()
+        old = torch.tensor(target_ids, dtype=torch.long)
+        fit = torch.linalg.lstsq(t_emb[old], d_emb).solution  # (H_t, H)
+        rows = torch.empty(len(new_ids), d_emb.shape[1])
+        for j, t in enumerate(new_ids):
+            rows[j] = d_emb[old_pos[t]] if t in old_pos else t_emb[t] @ fit
+    config = student.config.__class__.from_dict(student.config.to_dict())
+
+    def remap(value: Any) -> Any:
+        if isinstance(value, int):
+            return new_ids.index(target_ids[value])
+        if isinstance(value, list):
+            return [new_ids.index(target_ids[int(v)]) for v in value]
+        return value
+
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        value = getattr(config, key, None)
+        if value is not None:
+            setattr(config, key, remap(value))
+    config.vocab_size = len(new_ids)
+    wide = LlamaForCausalLM(config)
+    state = {k: v for k, v in student.state_dict().items()
+             if not k.endswith(("embed_tokens.weight", "lm_head.weight"))}
+    missing, unexpected = wide.load_state_dict(state, strict=False)
+    assert not unexpected and all(k.endswith(("embed_tokens.weight", "lm_head.weight"))
+                                  for k in missing), (missing, unexpected)
+    with torch.no_grad():
+        wide.get_input_embeddings().weight.copy_(rows)
+        wide.tie_weights()
+    return wide.to(torch.float32), new_ids, new_ids.index(target_ids[oov])
 
 
 # ---------------------------------------------------------------- batches and loss
@@ -413,6 +471,8 @@ def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shap
                    + "".join(f", itself made by `{c}`" for c in init_command.split(" ← ") if c)
                    + ".\n")
     h, u = heldout, untrained
+    widened = (" (the --init draft's ids, widened by --widen-vocab with the ids of most teacher "
+               "mass in this run's data)" if args.init and args.widen_vocab else "")
     sources = []
     if args.teacher_tokens > 0:
         pools = [] if args.no_template_prompts else [
@@ -440,8 +500,8 @@ distributions on text the target generated itself. Same tokenizer as the target.
 {lineage}- Architecture: LlamaForCausalLM, hidden {shape.hidden}, {shape.layers} layers,
   {shape.heads} heads ({shape.kv_heads} KV), MLP {shape.intermediate}; {n_params / 1e6:.1f}M
   parameters; weights stored as {args.save_dtype}.
-- Vocabulary: {len_vocab(args, shape)} target ids ranked by teacher mass (`{VOCAB_MAP_FILE}`);
-  q = 0 for other ids, so speculative sampling stays exact.
+- Vocabulary: {len_vocab(args, shape)} target ids ranked by teacher mass
+  (`{VOCAB_MAP_FILE}`){widened}; q = 0 for other ids, so speculative sampling stays exact.
 - Data: {'; '.join(sources)}; {n_seqs} sequences, {data_rows} teacher rows.
 - Training: {args.steps} steps, batch {args.batch_size}, sequence length {args.seq_len},
   lr {args.lr}, seed {args.seed}; this run's training took {minutes:.0f} min{hardware}.
@@ -498,6 +558,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="target ids the draft can propose (0: all)")
     p.add_argument("--init", metavar="DRAFT_DIR",
                    help="continue from this draft (its weights, shape and vocabulary)")
+    p.add_argument("--widen-vocab", type=int, default=0, metavar="N",
+                   help="with --init: grow the draft's vocabulary to N ids, adding the ids "
+                        "with most teacher mass in the training data")
     p.add_argument("--hidden", type=int, default=384)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=6)
@@ -536,6 +599,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             p.error(f"file not found: {path}")
     if args.no_template_prompts and not read_prompt_files([Path(f) for f in args.prompt_file]):
         p.error("--no-template-prompts, and the --prompt-file files hold no prompts")
+    if args.widen_vocab and not args.init:
+        p.error("--widen-vocab needs --init (a new draft takes --vocab N)")
     if args.hidden % args.heads or args.heads % args.kv_heads:
         p.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
     return args
@@ -666,6 +731,11 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.init:
         # Continue from an existing draft: its weights, shape and vocabulary are kept.
         student, target_ids, oov, shape, init_command = load_init(Path(args.init), full)
+        if args.widen_vocab > len(target_ids):
+            student, target_ids, oov = widen_vocab(student, target, target_ids, oov, data,
+                                                   args.widen_vocab)
+            shape = StudentShape(shape.hidden, shape.layers, shape.heads, shape.kv_heads,
+                                 shape.intermediate, len(target_ids))
     else:
         # The draft never proposes ids outside its vocabulary; specials must stay in it.
         always = sorted({int(i) for i in tokenizer.all_special_ids if 0 <= int(i) < full})

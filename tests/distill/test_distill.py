@@ -18,6 +18,7 @@ from specviz.core.models import (
     load_pair,
 )
 from specviz.distill import train as distill
+from specviz.distill.data import TeacherSeq
 from specviz.distill.prompts import all_prompts, free_prompts, heldout_prompts, train_prompts
 from tests.tiny import byte_tokenizer, tiny_llama
 
@@ -128,11 +129,17 @@ def test_init_continues_from_an_existing_draft(tiny_target: Path, tmp_path: Path
     card = (second / "out" / "README.md").read_text()
     assert "Continued from the draft in" in card and "--seed 7" in card
 
-    # A third run keeps the whole lineage: its card names both earlier commands, newest first.
+    # A third run keeps the whole lineage: its card names both earlier commands, newest first;
+    # it also widens the vocabulary (250 -> 260 ids), and the result pairs with the target.
     third = tmp_path / "third"
     argv = _argv(tiny_target, third / "out", third / "work", 2)
-    argv += ["--init", str(second / "out")]
+    argv += ["--init", str(second / "out"), "--widen-vocab", "260"]
     assert distill.main(argv) == 0
+    wide_ids = json.loads((third / "out" / VOCAB_MAP_FILE).read_text())["target_ids"]
+    assert len(wide_ids) == 260 and set(wide_ids) > set(
+        json.loads((second / "out" / VOCAB_MAP_FILE).read_text())["target_ids"])
+    assert load_pair(str(third / "out"), str(tiny_target), device="cpu").draft_vocab_map.tolist() \
+        == wide_ids
     lineage = [line for line in (third / "out" / "README.md").read_text().splitlines()
                if line.startswith("- Continued from")]
     assert len(lineage) == 1
@@ -261,3 +268,52 @@ def test_bad_input_is_one_line_not_a_traceback(tmp_path: Path,
         distill.parse_args(["--target", "x", "--out", "y", "--prompt-file", str(empty),
                             "--no-template-prompts"])
     assert "hold no prompts" in capsys.readouterr().err
+
+
+def _widened_agrees(old: object, old_ids: list[int], wide: object, new_ids: list[int]) -> None:
+    """On text of ids both drafts have, the wide draft scores every old id as the old one did."""
+    ids = torch.tensor([[old_ids.index(t) for t in (5, 39, 42, 99, 180)]])
+    wide_in = torch.tensor([[new_ids.index(old_ids[int(i)]) for i in ids[0]]])
+    with torch.no_grad():
+        a = old(input_ids=ids).logits[0]  # type: ignore[operator]
+        b = wide(input_ids=wide_in).logits[0]  # type: ignore[operator]
+    at = torch.tensor([new_ids.index(t) for t in old_ids])
+    torch.testing.assert_close(b[:, at], a, rtol=1e-5, atol=1e-5)
+
+
+def test_widen_vocab_adds_the_heaviest_ids_and_keeps_the_old_rows() -> None:
+    target = tiny_llama(300, seed=3, hidden=48, layers=2, dtype=torch.float32)
+    old_ids = [i for i in range(300) if i % 3 != 1][:190]  # a reduced vocabulary, with gaps
+    shape = distill.StudentShape(32, 1, 2, 1, 64, len(old_ids))
+    eos, oov = old_ids.index(2), old_ids.index(0)
+    student = distill.build_student(target, shape, old_ids, oov, seed=1)
+    student.config.eos_token_id = eos
+    # Teacher rows putting most mass on ids 1, 4 and 298, none of which the draft has.
+    heavy = [298, 4, 1]
+    seqs = [TeacherSeq(ids=torch.tensor([5, 40, 41, 99], dtype=torch.int32), start=1,
+                       top_ids=torch.tensor([heavy + [7]] * 3, dtype=torch.int32),
+                       top_lp=torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]] * 3)).half())]
+
+    wide, new_ids, new_oov = distill.widen_vocab(student, target, old_ids, oov, seqs, 193)
+    assert new_ids == sorted(old_ids + heavy)
+    assert wide.config.vocab_size == 193
+    assert new_ids[new_oov] == 0 and new_ids[wide.config.eos_token_id] == 2
+    assert wide.get_output_embeddings().weight.data_ptr() == \
+        wide.get_input_embeddings().weight.data_ptr()  # still tied
+    _widened_agrees(student, old_ids, wide, new_ids)
+    # New rows are the target's rows mapped into the draft's space, not zeros or noise.
+    rows_new = wide.get_input_embeddings().weight.detach()
+    rows_old = student.get_input_embeddings().weight.detach()
+    assert float(rows_new[new_ids.index(298)].norm()) > 0.1 * float(rows_old.norm(dim=1).mean())
+
+    # Broken variant: new rows appended after the old ones while the id list is sorted
+    # (rows and ids out of step), which the logit check rejects.
+    import copy
+    broken = copy.deepcopy(wide)
+    with torch.no_grad():
+        rows = wide.get_input_embeddings().weight
+        order = [new_ids.index(t) for t in old_ids] + [new_ids.index(t) for t in heavy]
+        broken.get_input_embeddings().weight.copy_(rows[torch.tensor(order)])
+        broken.tie_weights()
+    with pytest.raises(AssertionError):
+        _widened_agrees(student, old_ids, broken, new_ids)
