@@ -221,8 +221,12 @@ def main() -> int:
     ks = [int(k) for k in args.speed_k.split(",")]
     if not args.speed_prompts or not ks:
         return _write(args.json, results)
-    timed = {"heldout": lambda: prompts, "free": lambda: prompts_for(pair, 99, free=True),
-             "eval": lambda: prompts_for(pair, 999, eval_set=args.eval_set)}[args.speed_set]()
+    # The timed prompts do not depend on how many were used for α above (--prompts 1 with
+    # --speed-prompts 12 times 12), and --eval-set none still times the hand-written set.
+    eval_set = "handwritten" if args.eval_set == "none" else args.eval_set
+    timed = {"heldout": lambda: prompts if args.prompt else prompts_for(pair, args.speed_prompts),
+             "free": lambda: prompts_for(pair, 99, free=True),
+             "eval": lambda: prompts_for(pair, 999, eval_set=eval_set)}[args.speed_set]()
     with teacher_paused(not args.no_pause_teacher):
         s = speed(pair, timed[:args.speed_prompts], ks, args.max_new_tokens, args.reps)
     results["speed_t0"] = s
