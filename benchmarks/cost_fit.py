@@ -20,11 +20,9 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from draft_quality import finish, teacher_paused  # noqa: E402
+from draft_quality import finish, set_threads, teacher_paused  # noqa: E402
 from drafters import SETS  # noqa: E402
 
 from specviz.core import policy  # noqa: E402
@@ -44,9 +42,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-pause-teacher", action="store_true")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; command: "
-          f"{' '.join(sys.argv)}", flush=True)
+    set_threads(args.threads)
     fit = policy._isotonic
     fit_on = {"on": True}
     policy._isotonic = lambda points: fit(points) if fit_on["on"] else list(points)

@@ -20,11 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from draft_quality import finish, prompts_for, teacher_paused  # noqa: E402
+from draft_quality import finish, prompts_for, set_threads, teacher_paused  # noqa: E402
 
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder  # noqa: E402
 from specviz.core.events import Settings  # noqa: E402
@@ -47,9 +45,7 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--no-pause-teacher", action="store_true")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; command: "
-          f"{' '.join(sys.argv)}", flush=True)
+    set_threads(args.threads)
     pair_a = load_pair(args.a, args.target, device="cpu")
     pair_b = load_pair(args.b, args.target, device="cpu")
     results: dict[str, Any] = {"command": " ".join(sys.argv)}

@@ -66,6 +66,13 @@ def teacher_paused(enabled: bool) -> Iterator[None]:
             print("# teacher resumed (pkill -CONT -f specviz-teacher)", flush=True)
 
 
+def set_threads(threads: int) -> None:
+    """Torch threads for a benchmark, and the header line its output starts with."""
+    torch.set_num_threads(threads)
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; command: "
+          f"{' '.join(sys.argv)}", flush=True)
+
+
 def finish(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str) -> RunFinished:
     """Run to the end; the last event."""
     *_, done = decoder.run(prompt)
@@ -161,9 +168,7 @@ def main() -> int:
     ap.add_argument("--no-pause-teacher", action="store_true",
                     help="do not pause a running specviz-teacher while timing")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"command: {' '.join(sys.argv)}", flush=True)
+    set_threads(args.threads)
     pair = load_pair(args.draft, args.target, device="cpu")
     assert pair.draft is not None
     prompts = ([chat_prompt(pair.tokenizer, text) for text in args.prompt] if args.prompt

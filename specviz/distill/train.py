@@ -199,22 +199,21 @@ def widen_vocab(student: Any, target: Any, target_ids: list[int], oov: int,
     mass[torch.tensor(target_ids, dtype=torch.long)] = -1.0
     extra = [int(i) for i in torch.topk(mass, min(size, full) - len(target_ids)).indices]
     new_ids = sorted(target_ids + extra)
-    old_pos = {t: i for i, t in enumerate(target_ids)}
+    new_pos = {t: j for j, t in enumerate(new_ids)}
     with torch.no_grad():
         t_emb = target.get_input_embeddings().weight.detach().float().cpu()
         d_emb = student.get_input_embeddings().weight.detach().float().cpu()
         old = torch.tensor(target_ids, dtype=torch.long)
         fit = torch.linalg.lstsq(t_emb[old], d_emb).solution  # (H_t, H)
-        rows = torch.empty(len(new_ids), d_emb.shape[1])
-        for j, t in enumerate(new_ids):
-            rows[j] = d_emb[old_pos[t]] if t in old_pos else t_emb[t] @ fit
+        rows = t_emb[torch.tensor(new_ids, dtype=torch.long)] @ fit
+        rows[torch.tensor([new_pos[t] for t in target_ids], dtype=torch.long)] = d_emb
     config = student.config.__class__.from_dict(student.config.to_dict())
 
     def remap(value: Any) -> Any:
         if isinstance(value, int):
-            return new_ids.index(target_ids[value])
+            return new_pos[target_ids[value]]
         if isinstance(value, list):
-            return [new_ids.index(target_ids[int(v)]) for v in value]
+            return [new_pos[target_ids[int(v)]] for v in value]
         return value
 
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
@@ -226,12 +225,14 @@ def widen_vocab(student: Any, target: Any, target_ids: list[int], oov: int,
     state = {k: v for k, v in student.state_dict().items()
              if not k.endswith(("embed_tokens.weight", "lm_head.weight"))}
     missing, unexpected = wide.load_state_dict(state, strict=False)
-    assert not unexpected and all(k.endswith(("embed_tokens.weight", "lm_head.weight"))
-                                  for k in missing), (missing, unexpected)
+    if unexpected or not all(k.endswith(("embed_tokens.weight", "lm_head.weight"))
+                             for k in missing):
+        raise RuntimeError(f"--widen-vocab: the draft's weights do not fit a {type(wide).__name__} "
+                           f"(missing {missing}, unexpected {unexpected})")
     with torch.no_grad():
         wide.get_input_embeddings().weight.copy_(rows)
         wide.tie_weights()
-    return wide.to(torch.float32), new_ids, new_ids.index(target_ids[oov])
+    return wide.to(torch.float32), new_ids, new_pos[target_ids[oov]]
 
 
 # ---------------------------------------------------------------- batches and loss
