@@ -23,6 +23,8 @@ from .presets import PRESETS as PRESETS
 if TYPE_CHECKING:  # torch is imported where it is used: PRESETS and availability() stay light
     import torch
 
+    from .cpu_linear import LinearChoice
+
 Progress = Callable[[str], None]
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -64,6 +66,7 @@ class LoadedModel:
     name: str
     vocab_map: torch.Tensor | None = None  # draft id -> target id, for reduced-vocab drafts
     oov_id: int = 0
+    linear: LinearChoice | None = None  # whether its linear layers take the fast CPU path
 
 
 @dataclass
@@ -484,6 +487,8 @@ def load_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .cpu_linear import use_fast_linears
+
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
     source, name = found.source, found.name
     try:
@@ -515,6 +520,10 @@ def load_model(
         if device_map is None:
             model = model.to(dev)  # type: ignore[arg-type]
         model.eval()  # type: ignore[no-untyped-call]
+        linear = (use_fast_linears(model, memo=cache_root() / "cpu_linear.json")
+                  if device_map is None else None)
+        if linear is not None and linear.fast:
+            _say(progress, f"{name}: {linear.why}")
     except ModelLoadError:
         raise
     except torch.OutOfMemoryError as exc:
@@ -525,7 +534,8 @@ def load_model(
     # A hub id's files live in its cache snapshot, not under a folder named like the id.
     folder = cached_snapshot(found.spec) if found.how in ("cached", "download") else source
     vocab_map, oov = _read_vocab_map(str(folder)) if folder is not None else (None, 0)
-    return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov,
+                       linear=linear)
 
 
 def _load_message(spec: str, source: str, exc: Exception) -> str:

@@ -1,0 +1,142 @@
+"""The fast CPU linear path (specviz/core/cpu_linear.py) against F.linear, side by side.
+
+    .venv/bin/python benchmarks/cpu_linear.py --prompts 6
+
+1. One forward pass of the target on n new tokens after a 200-token context, and of the
+   draft on one, with F.linear ("stock") and with the W·xᵀ form ("fast"), interleaved; the
+   median of 11 passes each, three rounds.
+2. Whole runs on the default pair (T = 0, K = 4): the target alone, the model draft at fixed
+   K and the hybrid drafter with the cost policy, each with both forms, one after the other
+   on each prompt of each set. Prints tokens/s of each, fast ÷ stock for each decoder, and the
+   speculative ÷ target-alone ratio under each form: the speedup the app shows compares equal
+   forms, so that last ratio is what an audience sees. Greedy output is checked against the
+   target alone's under each form.
+Absolute times depend on the machine's load; read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from draft_quality import finish, prompts_for, set_threads, teacher_paused  # noqa: E402
+
+from specviz.core.cpu_linear import use_fast_linears  # noqa: E402
+from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder  # noqa: E402
+from specviz.core.events import Settings  # noqa: E402
+from specviz.core.models import ModelPair, load_pair  # noqa: E402
+from specviz.core.tally import Tally  # noqa: E402
+
+FORMS = ("stock", "fast")
+
+
+def set_form(pair: ModelPair, form: str) -> None:
+    for model in (pair.target, pair.draft):
+        if model is not None:
+            use_fast_linears(model, force=form == "fast")
+
+
+def pass_ms(model: Any, n: int, context: int = 200, reps: int = 11) -> float:
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    ids = torch.randint(100, 9000, (1, context))
+    new = torch.randint(100, 9000, (1, n))
+    with torch.inference_mode():
+        model(ids, past_key_values=cache, use_cache=True)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            model(new, past_key_values=cache, use_cache=True)
+            times.append(time.perf_counter() - start)
+            cache.crop(-n)
+    return statistics.median(times) * 1000.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prompts", type=int, default=6, help="prompts per set")
+    ap.add_argument("--sets", default="heldout,eval")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-pause-teacher", action="store_true")
+    args = ap.parse_args()
+    set_threads(args.threads)
+    pair = load_pair("smollm2-135m-draft", "smollm2-135m", device="cpu")
+    assert pair.draft is not None
+    ns = (1, 2, 3, 5, 8)
+    with teacher_paused(not args.no_pause_teacher):
+        print("1. one forward pass, ms (median of 11; three rounds, stock and fast interleaved)")
+        rows: dict[tuple[str, str], list[float]] = {}
+        for _ in range(3):
+            for form in FORMS:
+                set_form(pair, form)
+                for n in ns:
+                    rows.setdefault((form, f"target {n}"), []).append(pass_ms(pair.target, n))
+                rows.setdefault((form, "draft 1"), []).append(pass_ms(pair.draft, 1))
+        labels = [f"target {n}" for n in ns] + ["draft 1"]
+        print(f"  {'tokens':<10}" + "".join(f"{form:>10}" for form in FORMS) + "  fast/stock")
+        for label in labels:
+            stock, fast = (statistics.median(rows[(form, label)]) for form in FORMS)
+            print(f"  {label:<10}{stock:>10.1f}{fast:>10.1f}{fast / stock:>11.2f}")
+        for form in FORMS:
+            one = statistics.median(rows[(form, "target 1")])
+            five = statistics.median(rows[(form, "target 5")])
+            draft = statistics.median(rows[(form, "draft 1")])
+            print(f"  {form}: verify of 5 ÷ one step v = {five / one:.2f}, "
+                  f"draft ÷ step c = {draft / one:.3f}")
+
+        print(f"\n2. whole runs, T = 0, K = 4, {args.max_new_tokens} tokens")
+        decoders = {"target alone": None, "model, fixed K 4": ("model", "fixed"),
+                    "hybrid + cost": ("hybrid", "cost")}
+        warm = prompts_for(pair, 1)[0]
+        for form in FORMS:
+            set_form(pair, form)
+            short = Settings(temperature=0.0, max_new_tokens=8)
+            finish(AutoregressiveDecoder(pair, short), warm)
+            finish(SpeculativeDecoder(pair, short), warm)
+        for name in args.sets.split(","):
+            prompts = (prompts_for(pair, args.prompts) if name == "heldout"
+                       else prompts_for(pair, args.prompts, eval_set="handwritten"))
+            tallies = {(form, d): Tally() for form in FORMS for d in decoders}
+            mismatches = 0
+            for i, prompt in enumerate(prompts):
+                for form in FORMS:
+                    set_form(pair, form)
+                    alone_ids: tuple[int, ...] = ()
+                    for label, how in decoders.items():
+                        drafter, policy = how or ("model", "fixed")
+                        settings = Settings(temperature=0.0, max_new_tokens=args.max_new_tokens,
+                                            seed=1000 + i, k=4, drafter=drafter,
+                                            k_policy=policy)
+                        if how is None:
+                            run = finish(AutoregressiveDecoder(pair, settings), prompt)
+                            alone_ids = run.generated_ids
+                        else:
+                            run = finish(SpeculativeDecoder(pair, settings), prompt)
+                            mismatches += run.generated_ids != alone_ids
+                        tallies[(form, label)].add_summary(run.summary)
+            print(f"{name} ({len(prompts)} prompts): tokens/s, and ÷ the target alone "
+                  "with the same form")
+            for label in decoders:
+                tps = {form: tallies[(form, label)].tokens_per_s for form in FORMS}
+                over = {form: tps[form] / tallies[(form, "target alone")].tokens_per_s
+                        for form in FORMS}
+                print(f"  {label:<18} stock {tps['stock']:6.2f} ({over['stock']:.2f}x)   "
+                      f"fast {tps['fast']:6.2f} ({over['fast']:.2f}x)   "
+                      f"fast/stock {tps['fast'] / tps['stock']:.2f}")
+            print(f"  greedy outputs differing from the target alone (same form): {mismatches}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
