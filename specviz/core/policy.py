@@ -182,9 +182,10 @@ class CostModel:
     def verify_cost(self, n: int) -> float:
         """Seconds for one target pass over n tokens.
 
-        The one-token pass is used as measured: on a CPU one token is a matrix-vector product
-        and two or more a matrix-matrix one, so v(2)/v(1) can be ~2 while v(5)/v(2) is ~1.1,
-        which no line through all widths fits. Widths of 2 or more are made non-decreasing
+        The one-token pass is used as measured: on a CPU with ``F.linear`` one token is a
+        matrix-vector product and two or more a matrix-matrix one, so v(2)/v(1) can be ~2 while
+        v(5)/v(2) is ~1.1, which no line through all widths fits (with specviz's fast CPU
+        linear path, ``cpu_linear.py``, one token is padded to two and v(2)/v(1) is ~1.1). Widths of 2 or more are made non-decreasing
         (pool-adjacent-violators: a pass over more tokens never costs less, whatever a busy
         machine measured), interpolated between measured widths and, outside them, continued
         by a least-squares line through them.
