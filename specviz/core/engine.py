@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -122,14 +122,23 @@ class _Run:
 
     def top(self, probs: torch.Tensor, extra_id: int | None = None) -> TopN:
         """Top-N of a 1-D distribution, plus ``extra_id`` if it lies outside the top-N."""
-        n = min(self.settings.top_n, probs.shape[-1])
-        values, ids = torch.topk(probs, n)
-        id_list = [int(i) for i in ids]
-        prob_list = [float(v) for v in values]
-        if extra_id is not None and extra_id not in id_list:
-            id_list.append(extra_id)
-            prob_list.append(float(probs[extra_id]))
-        return TopN(tuple(id_list), tuple(prob_list), tuple(self.texts(i) for i in id_list))
+        return self.tops(probs[None], [extra_id])[0]
+
+    def tops(self, rows: torch.Tensor, extra_ids: Sequence[int | None]) -> list[TopN]:
+        """:meth:`top` of each of the first ``len(extra_ids)`` rows, in one ``topk`` call (a
+        call per row cost ~2% of a run's wall time once the forward passes got faster)."""
+        rows = rows[:len(extra_ids)]
+        n = min(self.settings.top_n, rows.shape[-1])
+        values, ids = torch.topk(rows, n, dim=-1)
+        out = []
+        for r, (id_list, prob_list) in enumerate(zip(ids.tolist(), values.tolist(), strict=True)):
+            extra_id = extra_ids[r]
+            if extra_id is not None and extra_id not in id_list:
+                id_list.append(extra_id)
+                prob_list.append(float(rows[r, extra_id]))
+            out.append(TopN(tuple(id_list), tuple(prob_list),
+                            tuple(self.texts(i) for i in id_list)))
+        return out
 
     def commit(self, new_ids: list[int]) -> tuple[list[int], list[str]]:
         """Append ids up to EOS or the budget; return what was kept and each one's text."""
@@ -216,12 +225,13 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
         kept, pieces = run.commit(new_ids)
         seq.extend(kept)
 
+        q_tops, p_tops = (run.tops(rows, drafts) if drafts else [] for rows in (q_rows, p_rows))
         drafted = tuple(
             DraftPosition(
                 index=i, token_id=x, text=run.texts(x), q=float(q_rows[i, x]),
                 p=float(p_rows[i, x]), ratio=verdict.ratios[i], r=verdict.rs[i],
-                status=verdict.statuses[i], q_top=run.top(q_rows[i], x),
-                p_top=run.top(p_rows[i], x), drafter=source,
+                status=verdict.statuses[i], q_top=q_tops[i],
+                p_top=p_tops[i], drafter=source,
             )
             for i, x in enumerate(drafts)
         )

@@ -185,10 +185,10 @@ class CostModel:
         The one-token pass is used as measured: on a CPU with ``F.linear`` one token is a
         matrix-vector product and two or more a matrix-matrix one, so v(2)/v(1) can be ~2 while
         v(5)/v(2) is ~1.1, which no line through all widths fits (with specviz's fast CPU
-        linear path, ``cpu_linear.py``, one token is padded to two and v(2)/v(1) is ~1.1). Widths of 2 or more are made non-decreasing
-        (pool-adjacent-violators: a pass over more tokens never costs less, whatever a busy
-        machine measured), interpolated between measured widths and, outside them, continued
-        by a least-squares line through them.
+        linear path, ``cpu_linear.py``, one token is padded to two and v(2)/v(1) is ~1.1).
+        Widths of 2 or more are made non-decreasing (pool-adjacent-violators: a pass over more
+        tokens never costs less, whatever a busy machine measured), interpolated between
+        measured widths and, outside them, continued by a least-squares line through them.
         """
         measured = {w: m.value for w, m in self.verify.items() if m.known}
         if n == 1 and 1 in measured:
