@@ -1,10 +1,11 @@
-"""The fast CPU linear path (specviz/core/cpu_linear.py) against F.linear, side by side.
+"""The fast CPU linear forms (specviz/core/cpu_linear.py) against F.linear, side by side.
 
     .venv/bin/python benchmarks/cpu_linear.py --prompts 6
 
 1. One forward pass of the target on n new tokens after a 200-token context, and of the
-   draft on one, with F.linear ("stock") and with the W·xᵀ form ("fast"), interleaved; the
-   median of 11 passes each, three rounds.
+   draft on one, with F.linear ("stock") and with the forms specviz chose for this machine
+   ("fast": W·xᵀ or oneDNN per width; the plan is printed), interleaved; the median of 11
+   passes each, three rounds.
 2. Whole runs on the default pair (T = 0, K = 4): the target alone, the model draft at fixed
    K and the hybrid drafter with the cost policy, each with both forms, one after the other
    on each prompt of each set. Prints tokens/s of each, fast ÷ stock for each decoder, and the
@@ -32,16 +33,19 @@ from draft_quality import finish, prompts_for, set_threads, teacher_paused  # no
 from specviz.core.cpu_linear import use_fast_linears  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder  # noqa: E402
 from specviz.core.events import Settings  # noqa: E402
-from specviz.core.models import ModelPair, load_pair  # noqa: E402
+from specviz.core.models import ModelPair, cache_root, load_pair  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 
 FORMS = ("stock", "fast")
 
 
 def set_form(pair: ModelPair, form: str) -> None:
+    """stock: F.linear everywhere; fast: the plan specviz times and keeps for this machine."""
     for model in (pair.target, pair.draft):
         if model is not None:
-            use_fast_linears(model, force=form == "fast")
+            use_fast_linears(model, force=False)
+            if form == "fast":
+                use_fast_linears(model, memo=cache_root() / "cpu_linear.json")
 
 
 def pass_ms(model: Any, n: int, context: int = 200, reps: int = 11) -> float:
@@ -73,7 +77,9 @@ def main() -> int:
     set_threads(args.threads)
     pair = load_pair("smollm2-135m-draft", "smollm2-135m", device="cpu")
     assert pair.draft is not None
-    ns = (1, 2, 3, 5, 8)
+    for name, model in (("target", pair.target), ("draft", pair.draft)):
+        print(f"{name}: {use_fast_linears(model, memo=cache_root() / 'cpu_linear.json').why}")
+    ns = (1, 2, 3, 5, 8, 11)
     with teacher_paused(not args.no_pause_teacher):
         print("1. one forward pass, ms (median of 11; three rounds, stock and fast interleaved)")
         rows: dict[tuple[str, str], list[float]] = {}

@@ -8,8 +8,9 @@ alone (specviz's AutoregressiveDecoder), every drafter × K policy, and at T = 0
 plain greedy ``generate`` and ``generate(prompt_lookup_num_tokens=10)``. Per set and
 temperature it prints α = P(kept | tested), tokens per round, the geometric mean and the
 minimum over prompts of tokens/s ÷ the target alone's, and the time spent outside model
-forward passes as a share of wall time. Pause other CPU work first (a background teacher:
-kill -STOP its pid, then -CONT); on a shared machine only the ratios mean anything.
+forward passes as a share of wall time. A background teacher (specviz-teacher) is paused
+while it runs; pause any other CPU work first: on a shared machine only the ratios mean
+anything.
 
 transformers' assisted generation is not run with the bundled draft: its vocabulary is a
 subset of the target's (specviz_vocab.json), which ``assistant_model`` cannot map.
@@ -30,6 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from draft_quality import teacher_paused  # noqa: E402
 from grounded_prompts import grounded_prompts  # noqa: E402
 
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
@@ -139,7 +141,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     ap.add_argument("--lookup-alpha", action="store_true",
                     help="only the timing-free α of lookup by match length (hybrid's rule)")
+    ap.add_argument("--no-pause-teacher", action="store_true",
+                    help="leave a background teacher (specviz-teacher) running")
     args = ap.parse_args()
+    with teacher_paused(not args.no_pause_teacher):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(*PRESETS[DEFAULT_PAIR])
