@@ -219,7 +219,8 @@ def choose_plan(ms: dict[str, list[float]]) -> tuple[str, ...]:
 
 
 def use_fast_linears(model: nn.Module, *, reps: int = 1, force: bool | None = None,
-                     memo: Path | None = None) -> LinearChoice:
+                     memo: Path | None = None,
+                     announce: Callable[[str], None] | None = None) -> LinearChoice:
     """Give ``model``'s linear layers the fastest product form per width on this machine.
 
     Times every form of :data:`FORMS` over all the model's linear layers at each width of
@@ -228,7 +229,7 @@ def use_fast_linears(model: nn.Module, *, reps: int = 1, force: bool | None = No
     target, once). ``memo`` (a JSON file) keeps each plan per CPU, torch version, thread count and
     set of layer shapes, so a second launch does not time again. ``force`` skips the timing
     (True: W·xᵀ at every width; False: restore ``nn.Linear``). Only for a float32 model wholly
-    on the CPU; anything else is left as it is.
+    on the CPU; anything else is left as it is. ``announce`` is told before a timing starts.
     """
     layers = _linears(model)
     params = list(model.parameters())
@@ -251,6 +252,8 @@ def use_fast_linears(model: nn.Module, *, reps: int = 1, force: bool | None = No
             plan, ms = tuple(known["plan"]), known.get("ms", {})
             how = "timed before on this machine"
         else:
+            if announce is not None:
+                announce("Timing this CPU's matrix products (once per model and machine)…")
             ms = _time_forms(layers, reps)
             plan = choose_plan(ms)
             how = f"timed over {len(layers)} layers"

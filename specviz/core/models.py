@@ -520,10 +520,9 @@ def load_model(
         if device_map is None:
             model = model.to(dev)  # type: ignore[arg-type]
         model.eval()  # type: ignore[no-untyped-call]
-        linear = (use_fast_linears(model, memo=cache_root() / "cpu_linear.json")
+        linear = (use_fast_linears(model, memo=cache_root() / "cpu_linear.json",
+                                   announce=lambda text: _say(progress, f"{name}: {text}"))
                   if device_map is None else None)
-        if linear is not None and linear.fast:
-            _say(progress, f"{name}: {linear.why}")
     except ModelLoadError:
         raise
     except torch.OutOfMemoryError as exc:

@@ -190,8 +190,9 @@ def test_not_float32_cpu_is_left_alone() -> None:
 def test_plan_is_timed_once_then_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     memo = tmp_path / "cpu_linear.json"
     model = nn.Sequential(nn.Linear(64, 256), nn.Linear(256, 64))
-    first = use_fast_linears(model, memo=memo)
-    assert "timed over 2 layers" in first.why
+    said: list[str] = []
+    first = use_fast_linears(model, memo=memo, announce=said.append)
+    assert "timed over 2 layers" in first.why and len(said) == 1  # the pause is explained
     assert set(first.ms) >= {"linear", "wxt"} and all(len(t) == len(WIDTHS)
                                                       for t in first.ms.values())
     data = json.loads(memo.read_text())
@@ -199,8 +200,8 @@ def test_plan_is_timed_once_then_read(tmp_path: Path, monkeypatch: pytest.Monkey
     wanted = ["onednn" if torch.backends.mkldnn.is_available() else "wxt"] * len(WIDTHS)
     data[key]["plan"] = wanted  # what the file says is what the second load does
     memo.write_text(json.dumps(data))
-    second = use_fast_linears(model, memo=memo)
-    assert "timed before" in second.why and list(second.plan) == wanted
+    second = use_fast_linears(model, memo=memo, announce=said.append)
+    assert "timed before" in second.why and list(second.plan) == wanted and len(said) == 1
     assert type(model[0]) is DecodeLinear and list(model[0].plan) == wanted
     monkeypatch.setenv("SPECVIZ_STOCK_LINEAR", "1")
     assert not use_fast_linears(model, memo=memo).fast
