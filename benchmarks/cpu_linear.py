@@ -33,7 +33,7 @@ from draft_quality import finish, prompts_for, set_threads, teacher_paused  # no
 from specviz.core.cpu_linear import use_fast_linears  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder  # noqa: E402
 from specviz.core.events import Settings  # noqa: E402
-from specviz.core.models import ModelPair, cache_root, load_pair  # noqa: E402
+from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, cache_root, load_pair  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 
 FORMS = ("stock", "fast")
@@ -75,7 +75,7 @@ def main() -> int:
     ap.add_argument("--no-pause-teacher", action="store_true")
     args = ap.parse_args()
     set_threads(args.threads)
-    pair = load_pair("smollm2-135m-draft", "smollm2-135m", device="cpu")
+    pair = load_pair(*PRESETS[DEFAULT_PAIR], device="cpu")
     assert pair.draft is not None
     for name, model in (("target", pair.target), ("draft", pair.draft)):
         print(f"{name}: {use_fast_linears(model, memo=cache_root() / 'cpu_linear.json').why}")

@@ -114,9 +114,6 @@ class LinearChoice:
     why: str
     ms: dict[str, list[float]] = field(default_factory=dict)  # form -> sweep ms per width
 
-    def line(self) -> str:
-        return self.why
-
 
 def _sweep_ms(layers: list[nn.Linear], product: Product, inputs: dict[int, torch.Tensor]) -> float:
     """One product per layer in model order, as a forward pass meets them: the weights come

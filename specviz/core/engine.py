@@ -225,7 +225,8 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
         kept, pieces = run.commit(new_ids)
         seq.extend(kept)
 
-        q_tops, p_tops = (run.tops(rows, drafts) if drafts else [] for rows in (q_rows, p_rows))
+        q_tops = run.tops(q_rows, drafts) if drafts else []
+        p_tops = run.tops(p_rows, drafts) if drafts else []
         drafted = tuple(
             DraftPosition(
                 index=i, token_id=x, text=run.texts(x), q=float(q_rows[i, x]),
