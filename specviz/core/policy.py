@@ -7,7 +7,8 @@ depends on the round's own random draws, so every policy leaves the output law e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -167,6 +168,46 @@ def _isotonic(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(w, v) for (w, _), v in zip(points, values, strict=True)]
 
 
+class _VerifyFit:
+    """v(n) from measured (width, seconds): see :meth:`CostModel.verify_cost`."""
+
+    def __init__(self, measured: dict[int, float], prior_slope: float) -> None:
+        self.one = measured.get(1)
+        wide = _isotonic(sorted((w, t) for w, t in measured.items() if w >= 2))
+        if not wide:
+            wide = sorted(measured.items())
+        self.fitted = dict(wide)
+        self.widths = sorted(self.fitted)
+        self.line: tuple[float, float, float] | None = None  # (mean width, mean t, slope)
+        self.base = 0.0  # one measured width: the prior slope through it
+        if len(wide) == 1:
+            (w0, t0), = wide
+            self.base = t0 / (1 + prior_slope * (w0 - 1))
+        elif wide:
+            mw = sum(w for w, _ in wide) / len(wide)
+            mt = sum(t for _, t in wide) / len(wide)
+            var = sum((w - mw) ** 2 for w, _ in wide)
+            self.line = (mw, mt, max(0.0, sum((w - mw) * (t - mt) for w, t in wide) / var))
+        self.prior_slope = prior_slope
+
+    def __call__(self, n: int) -> float:
+        if n == 1 and self.one is not None:
+            return self.one
+        fitted = self.fitted
+        if not fitted:
+            return 0.0
+        if n in fitted:
+            return fitted[n]
+        i = bisect.bisect_left(self.widths, n)
+        if 0 < i < len(self.widths):
+            lo, hi = self.widths[i - 1], self.widths[i]
+            return fitted[lo] + (fitted[hi] - fitted[lo]) * (n - lo) / (hi - lo)
+        if self.line is None:
+            return self.base * (1 + self.prior_slope * (n - 1))
+        mw, mt, slope = self.line
+        return max(1e-9, mt + slope * (n - mw))
+
+
 @dataclass
 class CostModel:
     """Measured costs of this machine: draft step per source, target pass per width, overhead."""
@@ -174,10 +215,16 @@ class CostModel:
     draft: dict[str, _Mean] = field(default_factory=dict)  # seconds per drafted token
     verify: dict[int, _Mean] = field(default_factory=dict)  # seconds per pass of n tokens
     overhead: _Mean = field(default_factory=_Mean)  # seconds of bookkeeping per round
+    # The fit of v(n) to the measured widths, redone when they change (the cost policy asks
+    # for v(n) ~25 times a round; refitting each time was ~1% of a run's wall time).
+    _fitted_on: tuple[tuple[int, float], ...] | None = field(default=None, repr=False,
+                                                              compare=False)
+    _fit: Callable[[int], float] = field(default=lambda n: 0.0, repr=False, compare=False)
 
     # A target pass over n tokens after a warm cache costs v(1)·(1 + slope·(n − 1)) until two
     # widths have been measured; on this 2-core CPU SmolLM2-135M measured ~0.1 per token.
     PRIOR_SLOPE = 0.1
+    FIT = _VerifyFit
 
     def verify_cost(self, n: int) -> float:
         """Seconds for one target pass over n tokens.
@@ -190,31 +237,11 @@ class CostModel:
         tokens never costs less, whatever a busy machine measured), interpolated between
         measured widths and, outside them, continued by a least-squares line through them.
         """
-        measured = {w: m.value for w, m in self.verify.items() if m.known}
-        if n == 1 and 1 in measured:
-            return measured[1]
-        wide = _isotonic(sorted((w, t) for w, t in measured.items() if w >= 2))
-        if not wide:
-            wide = sorted(measured.items())
-        if not wide:
-            return 0.0
-        fitted = dict(wide)
-        if n in fitted:
-            return fitted[n]
-        below = [w for w in fitted if w < n]
-        above = [w for w in fitted if w > n]
-        if below and above:
-            lo, hi = max(below), min(above)
-            return fitted[lo] + (fitted[hi] - fitted[lo]) * (n - lo) / (hi - lo)
-        if len(wide) == 1:
-            (w0, t0), = wide
-            base = t0 / (1 + self.PRIOR_SLOPE * (w0 - 1))
-            return base * (1 + self.PRIOR_SLOPE * (n - 1))
-        mw = sum(w for w, _ in wide) / len(wide)
-        mt = sum(t for _, t in wide) / len(wide)
-        var = sum((w - mw) ** 2 for w, _ in wide)
-        slope = max(0.0, sum((w - mw) * (t - mt) for w, t in wide) / var)
-        return max(1e-9, mt + slope * (n - mw))
+        measured = tuple((w, m.value) for w, m in self.verify.items() if m.known)
+        if measured != self._fitted_on:  # refit only when a measurement changed
+            self._fit = self.FIT(dict(measured), self.PRIOR_SLOPE)
+            self._fitted_on = measured
+        return self._fit(n)
 
     # A draft-model step not yet measured is taken to cost this share of a one-token target
     # pass (the bundled pair measured 0.1-0.2); lookup drafts cost nothing measurable.

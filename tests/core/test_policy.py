@@ -15,6 +15,7 @@ from specviz.core.policy import (
     HeuristicPolicy,
     Outcome,
     _Mean,
+    _VerifyFit,
     make_policy,
 )
 from specviz.core.tally import expected_tokens_per_round
@@ -319,7 +320,8 @@ def test_cost_policy_picks_the_faster_drafter(cls: type[CostPolicy], correct: bo
 
 
 # Broken: each measured width as measured, so a dip measured under load is believed.
-BelievesDips = mutant(CostModel, ("wide = _isotonic(sorted(", "wide = (sorted("))
+BelievesDips = type("BelievesDips", (CostModel,), {
+    "FIT": mutant(_VerifyFit, ("wide = _isotonic(sorted(", "wide = (sorted("))})
 
 
 @pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (BelievesDips, False)])
@@ -460,3 +462,24 @@ def test_no_probe_where_drafting_cannot_pay() -> None:
     p = trained_policy(broken, 0.1, costs)
     ks, _ = run_rounds(p, 100, kept_if_drafted=True)
     assert any(ks)  # the broken variant probes at 10 s a draft
+
+
+# Broken: v(n) fitted once, on the first measurements, and never again.
+StaleFit = mutant(CostModel, ("if measured != self._fitted_on:", "if self._fitted_on is None:"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (StaleFit, False)])
+def test_the_fit_of_v_follows_new_measurements(cls: type[CostModel], correct: bool) -> None:
+    """v(n) is fitted once per change of the measurements, not once per question: a round that
+    measures a width must move the answers the next round is planned on."""
+    costs = cls()
+    for width, seconds in ((1, 0.10), (2, 0.11), (5, 0.20)):
+        costs.verify.setdefault(width, _Mean()).add(seconds)
+    before = [costs.verify_cost(n) for n in range(1, 12)]
+    costs.verify[5].add(0.40)  # the machine got busy
+    costs.verify.setdefault(8, _Mean()).add(0.50)  # and a new width was measured
+    fresh = CostModel()
+    fresh.verify = {w: _Mean(m.value, m.weight) for w, m in costs.verify.items()}
+    expected = [fresh.verify_cost(n) for n in range(1, 12)]
+    assert expected != before  # the new measurements do move v(n)
+    assert ([costs.verify_cost(n) for n in range(1, 12)] == expected) == correct
