@@ -1,4 +1,4 @@
-"""The decoding worker: one QObject on one long-lived QThread; loads on short-lived threads.
+"""The decoding worker: one QObject on one long-lived QThread, each job on a thread of its own.
 
 The engine's generator yields one round per ``next()``, so Pause is "stop pulling", Step
 is "pull one more" and Stop is the engine's own ``stop`` event, checked between rounds.
@@ -255,7 +255,24 @@ class DecodeWorker(QObject):
 
     @Slot(object)
     def run(self, job: RunJob) -> None:
-        """Run one job to its end, a stop, or a failure; then report ``finished``."""
+        """Run one job to its end, a stop, or a failure; then report ``finished``.
+
+        The job runs on a thread of its own, joined here, so that no thread that outlives a
+        job has ever run torch. Torch's OpenMP runtime (libgomp) keeps a team of worker
+        threads for every thread that ran parallel work, for that thread's life, and while it
+        manages more threads than there are CPUs (any two teams of all-core size) every
+        parallel region waits about twice as long: on this project's 2-core machine a target
+        step timed while loading a pair after a run took 67 ms instead of 30 (the speed
+        reference that every "measured speedup" divides by), and a run beside a live team ran
+        at about the speed of one thread. A job's thread ends with the job, its team with it.
+        """
+        body = threading.Thread(target=self._run_here, args=(job,), name="specviz-run",
+                                daemon=True)
+        body.start()
+        body.join()
+        self.finished.emit(job.job_id)  # after the join: the job's thread (and team) are gone
+
+    def _run_here(self, job: RunJob) -> None:
         control = job.control or RunControl()
         self.started.emit(job.job_id)
         events: Any = None  # a generator: closed when the job ends, however it ends
@@ -284,7 +301,6 @@ class DecodeWorker(QObject):
         finally:
             if events is not None:
                 events.close()
-            self.finished.emit(job.job_id)
 
     def _pump(self, events: Any, control: RunControl) -> None:
         """Pull events one at a time; wait for our turn before each round."""

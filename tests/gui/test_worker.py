@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from PySide6.QtCore import Qt
 
 from specviz.core.errors import ModelLoadError
 from specviz.core.events import Round, RunFailed, RunFinished, RunStarted, Settings
+from specviz.gui import worker as worker_mod
 from specviz.gui.worker import PairSpec, RunControl
+from tests.mutation import mutant
 
 SPEC = PairSpec("tiny-draft", "tiny-target", "cpu")
 
@@ -237,3 +241,31 @@ def test_automatic_collection_is_off_and_the_event_loop_collects(qtbot) -> None:
     del a, b
     kept = [Node() for _ in range(1000)]  # alive: past generation 0's threshold  # noqa: F841
     qtbot.waitUntil(lambda: gone() is None, timeout=5000)
+
+
+# Broken: the job runs on the long-lived QThread itself (what the worker did before).
+RunsOnTheQThread = mutant(worker_mod.DecodeWorker, (
+    'body = threading.Thread(target=self._run_here, args=(job,), name="specviz-run",\n'
+    '                                daemon=True)\n        body.start()\n        body.join()\n',
+    "self._run_here(job)\n"))
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_each_job_runs_on_a_thread_that_ends_with_it(qtbot, tiny_pair, make_controller,
+                                                      monkeypatch, broken: bool) -> None:
+    """No thread that outlives a job has run torch: libgomp keeps a thread's OpenMP team for
+    the thread's life, and two live teams slow every parallel region about 2x (a step timed
+    at load after a run: 67 ms instead of 30). Seen here as: each job's events come from a
+    thread of its own, and that thread has ended once the job's ``finished`` arrived."""
+    if broken:
+        monkeypatch.setattr(worker_mod, "DecodeWorker", RunsOnTheQThread)
+    controller, got = make_controller(lambda *a, **k: tiny_pair)
+    ran_on: list[threading.Thread] = []
+    controller.worker.yielded.connect(lambda e: ran_on.append(threading.current_thread()),
+                                      Qt.ConnectionType.DirectConnection)
+    for seed in (1, 2):
+        with qtbot.waitSignal(controller.finished, timeout=20000):
+            controller.start(SPEC, Settings(k=2, max_new_tokens=6, seed=seed), "the cat")
+    assert len(got.of_type(RunFinished)) == 2 and not got.failures
+    threads = set(ran_on)
+    assert (len(threads) == 2 and not any(t.is_alive() for t in threads)) == (not broken)
