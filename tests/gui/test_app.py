@@ -120,6 +120,9 @@ def test_decoder_crash_keeps_the_text(qtbot, make_window, tiny_pair, monkeypatch
 
     monkeypatch.setattr(tiny_pair.target, "forward", flaky)
     window.max_new.setValue(40)
+    # Fixed K: one target pass per round, so the third pass is round 3 (the cost policy also
+    # times a few passes of its own after round 1).
+    window.controls.k_policy.setCurrentText("fixed")
     window.run()
     wait_idle(qtbot, window)
     view = window.run_view
