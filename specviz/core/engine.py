@@ -297,6 +297,17 @@ def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
     return known
 
 
+def calibrate(pair: ModelPair, context: int = 32) -> dict[int, float]:
+    """:func:`verify_costs` for ``pair``'s target now, after a ``context``-token prefix, so
+    that the first run with the cost policy does not pay for it inside its own clock (the app
+    calls this while loading; a race's first speculative run lost ~1 s to it otherwise)."""
+    with torch.inference_mode():
+        target = CachedModel(pair.target, pair.vocab_size)
+        ids = [i % pair.vocab_size for i in range(context)]
+        target.feed(ids, keep=1)
+        return verify_costs(target, ids[-1])
+
+
 def encode_prompt(tokenizer: Any, prompt: str, settings: Settings | None = None) -> list[int]:
     """Prompt -> ids; an empty prompt starts from BOS, or is refused when there is none."""
     if not prompt:

@@ -40,7 +40,9 @@ class StepReporter(QObject):
 
 
 def measuring_loader(loader: Callable[..., Any], reporter: StepReporter) -> Callable[..., Any]:
-    """``loader``, then the target's one-token step timed on the same (loading) thread."""
+    """``loader``, then on the same (loading) thread the target's one-token step timed (the
+    speed reference) and its passes for the cost K policy
+    (:func:`specviz.core.engine.calibrate`)."""
 
     def load(draft: str | None, target: str, device: str = "auto", dtype: str = "auto",
              progress: Callable[[str], None] | None = None) -> Any:
@@ -54,6 +56,14 @@ def measuring_loader(loader: Callable[..., Any], reporter: StepReporter) -> Call
         except Exception:  # noqa: BLE001 - no reference, no speedup: never a failed load
             return pair
         reporter.measured.emit(str(pair.target_name), str(pair.device), step)
+        if progress is not None:
+            progress("Timing the target's passes of 1 to 17 tokens (for the cost K policy)…")
+        try:
+            from specviz.core.engine import calibrate
+
+            calibrate(pair)  # remembered per target: the first run's clock does not pay it
+        except Exception:  # noqa: BLE001 - the first cost-policy run then times them itself
+            pass
         return pair
 
     load.wrapped = loader  # type: ignore[attr-defined]

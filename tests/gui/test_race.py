@@ -285,6 +285,42 @@ def test_the_step_is_measured_when_a_pair_loads(qtbot, window) -> None:
     assert "one-token step" in name and "measured at load" in name
 
 
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_cost_policy_is_calibrated_at_load_not_in_the_first_run(
+        qtbot, settings_store, tiny_pair, monkeypatch, broken: bool) -> None:
+    """The target's passes of 1-17 tokens that the cost policy needs are timed while the pair
+    loads: the first run (a race's speculative half) must not pay them on its own clock."""
+    import weakref
+
+    from specviz.core import drafters as drafters_mod
+    from specviz.core import engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "_VERIFY_COSTS", weakref.WeakKeyDictionary())  # not yet
+    if broken:  # the loader no longer calibrates: the first run times the passes itself
+        monkeypatch.setattr(engine_mod, "calibrate", lambda pair, context=32: {})
+    window = make_window(qtbot, settings_store, tiny_pair)
+    window.controls.k_policy.setCurrentText("cost")
+    window.load_pair()
+    qtbot.waitUntil(lambda: window.controller.pair is not None and not window.controller.loading,
+                    timeout=WAIT_MS)
+    timed = {"n": 0}
+    real = drafters_mod.CachedModel.time_pass
+
+    def counting(self, n: int, token: int) -> float:
+        timed["n"] += 1
+        return real(self, n, token)
+
+    monkeypatch.setattr(drafters_mod.CachedModel, "time_pass", counting)
+    window.max_new.setValue(12)
+    with qtbot.waitSignal(window.controller.finished, timeout=WAIT_MS):
+        window.actions_by_name["run"].trigger()
+    window.run_view.flush()
+    started = window.run_view.record.started
+    assert started is not None and started.settings.k_policy == "cost"
+    assert (timed["n"] == 0) == (not broken)
+    window.close()
+
+
 def test_file_menu_has_export_and_race_recordings(window) -> None:
     file_menu = next(a.menu() for a in window.menuBar().actions()
                      if a.menu() is not None and a.menu().title() == "&File")
