@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from draft_quality import teacher_paused  # noqa: E402
 
 
-def races(policy: str, n: int, prompt: str, temperature: float, max_new: int) -> list[str]:
+def races(policy: str, n: int, prompt: str, temperature: float, max_new: int) -> None:
     from PySide6.QtWidgets import QApplication
 
     from specviz.core.events import RunFinished
@@ -54,7 +54,6 @@ def races(policy: str, n: int, prompt: str, temperature: float, max_new: int) ->
     runner = w.findChildren(RaceRunner)[0]
     done: list[RunFinished] = []
     ctl.yielded.connect(lambda e: done.append(e) if isinstance(e, RunFinished) else None)
-    lines = []
     for i in range(n):
         count = len(done)
         runner.start()
@@ -64,15 +63,13 @@ def races(policy: str, n: int, prompt: str, temperature: float, max_new: int) ->
         spec, base = done[-2], done[-1]
         a = len(spec.generated_ids) / spec.summary.wall_time_s
         b = len(base.generated_ids) / base.summary.wall_time_s
-        lines.append(f"  {policy:<6} race {i + 1}: speculative {a:5.1f} tok/s, target alone "
-                     f"{b:5.1f} tok/s, speedup {a / b:.2f}x")
-        print(lines[-1], flush=True)
+        print(f"  {policy:<6} race {i + 1}: speculative {a:5.1f} tok/s, target alone "
+              f"{b:5.1f} tok/s, speedup {a / b:.2f}x", flush=True)
         for _ in range(50):  # the race window starts its replay: let it settle
             app.processEvents()
             time.sleep(0.01)
     w.close()
     ctl.shutdown()
-    return lines
 
 
 def cli_race(policy: str, prompt: str, temperature: float, max_new: int) -> str:

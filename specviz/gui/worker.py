@@ -261,10 +261,10 @@ class DecodeWorker(QObject):
         job has ever run torch. Torch's OpenMP runtime (libgomp) keeps a team of worker
         threads for every thread that ran parallel work, for that thread's life, and while it
         manages more threads than there are CPUs (any two teams of all-core size) every
-        parallel region waits about twice as long: on this project's 2-core machine a target
-        step timed while loading a pair after a run took 67 ms instead of 30 (the speed
-        reference that every "measured speedup" divides by), and a run beside a live team ran
-        at about the speed of one thread. A job's thread ends with the job, its team with it.
+        parallel region waits about twice as long: on this project's 2-core machine the target
+        step timed while loading a pair after a run (the speed reference that every "measured
+        speedup" divides by) read 55.6 ms instead of 28.6. A job's thread ends with the job,
+        its team with it.
         """
         body = threading.Thread(target=self._run_here, args=(job,), name="specviz-run",
                                 daemon=True)
