@@ -341,12 +341,20 @@ def evaluate(student: Any, seqs: list[TeacherSeq], lookup: torch.Tensor, oov: in
 # ---------------------------------------------------------------- training
 
 
-def lr_at(step: int, steps: int, lr: float) -> float:
-    """Linear warm-up, then cosine decay to a tenth."""
+_clock = time.monotonic  # the training time budget's clock (a seam for tests)
+
+
+def lr_at(step: int, steps: int, lr: float, done: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to a tenth.
+
+    ``done`` is the share of a time budget (``--minutes``) already spent: the decay follows
+    whichever of steps or time is further along, so a run cut by its budget still ends
+    cooled down.
+    """
     warm = max(1, min(100, steps // 10))
     if step < warm:
         return lr * (step + 1) / warm
-    t = (step - warm) / max(1, steps - warm)
+    t = max((step - warm) / max(1, steps - warm), done)
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
 
 
@@ -359,11 +367,11 @@ def batch_indices(step: int, n: int, batch: int, seed: int) -> list[int]:
 
 
 def save_checkpoint(path: Path, student: Any, opt: torch.optim.Optimizer, step: int,
-                    history: list[dict[str, float]]) -> None:
+                    history: list[dict[str, float]], seconds: float = 0.0) -> None:
     """Atomic checkpoint: an interrupted save never replaces the previous one."""
     tmp = path.with_suffix(".tmp")
     torch.save({"model": student.state_dict(), "opt": opt.state_dict(), "step": step,
-                "history": history}, tmp)
+                "history": history, "seconds": seconds}, tmp)
     tmp.replace(path)
 
 
@@ -374,14 +382,22 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
 
     opt = torch.optim.AdamW(student.parameters(), lr=args.lr, weight_decay=0.05,
                             betas=(0.9, 0.98))
-    step, history = 0, []
+    step, history, before = 0, [], 0.0
     ckpt = work / CKPT
     if ckpt.is_file():
         state = torch.load(ckpt, weights_only=False)
         student.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, history = int(state["step"]), list(state["history"])
+        before = float(state.get("seconds", 0.0))  # training time of earlier invocations
         print(f"Resuming from step {step} ({ckpt}).", file=sys.stderr)
+    budget = 60.0 * args.minutes  # 0: no time budget
+    began = _clock()
+
+    def spent() -> float:
+        """Share of the time budget used (0 without one)."""
+        return (before + _clock() - began) / budget if budget > 0 else 0.0
+
     student.train()
     bar = tqdm(total=args.steps, initial=step, desc="distil", unit="step",
                disable=args.quiet, dynamic_ncols=True)
@@ -397,11 +413,15 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
     upcoming = pool.submit(build, step)
     try:
         while step < args.steps:
+            done = spent()
+            if done >= 1.0:
+                bar.write(f"Time budget of {args.minutes:g} min spent at step {step}.")
+                break
             for group in opt.param_groups:
-                group["lr"] = lr_at(step, args.steps, args.lr)
+                group["lr"] = lr_at(step, args.steps, args.lr, done)
             batch = upcoming.result().to(student.device)
             if step + 1 < args.steps:
-                upcoming = pool.submit(build, step + 1)
+                upcoming = pool.submit(build, step + 1)  # (wasted if the budget ends first)
             # bf16 autocast: ~3x faster matmuls on CPUs with AVX512-BF16/AMX (and the tensor
             # cores of a GPU); the master weights, optimizer and loss stay fp32.
             with torch.autocast(student.device.type, dtype=torch.bfloat16,
@@ -418,7 +438,8 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
             bar.update(1)
             bar.set_postfix(kl=f"{float(parts.kl[m].mean().detach()):.3f}",
                             alpha=f"{float(parts.alpha[m].mean().detach()):.3f}")
-            if step % args.eval_every == 0 or step == args.steps:
+            last = step == args.steps or spent() >= 1.0
+            if step % args.eval_every == 0 or last:
                 result = evaluate(student, heldout, lookup, oov, args.seq_len)
                 history.append({"step": step, "alpha_t1": result.alpha_t1,
                                 "greedy_agree": result.greedy_agree, "kl": result.kl,
@@ -427,10 +448,11 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
                 last_eval = time.time()
                 bar.write(f"step {step}: held-out alpha(T=1) {result.alpha_t1:.3f}, "
                           f"greedy agreement {result.greedy_agree:.3f}, KL {result.kl:.3f}")
-            if step % args.ckpt_every == 0 or step == args.steps:
-                save_checkpoint(ckpt, student, opt, step, history)
+            if step % args.ckpt_every == 0 or last:
+                save_checkpoint(ckpt, student, opt, step, history,
+                                before + _clock() - began)
     except KeyboardInterrupt:
-        save_checkpoint(ckpt, student, opt, step, history)
+        save_checkpoint(ckpt, student, opt, step, history, before + _clock() - began)
         bar.close()
         print(f"Interrupted: checkpoint saved at step {step}; run the same command to resume.",
               file=sys.stderr)
@@ -459,10 +481,18 @@ def write_draft(student: Any, tokenizer: Any, out: Path, target_ids: list[int], 
     (out / "README.md").write_text(card, encoding="utf-8")
 
 
+def steps_done(args: argparse.Namespace, history: list[dict[str, float]] | None) -> str:
+    """The steps a run took: ``--steps``, or fewer where ``--minutes`` ended it first."""
+    done = int(history[-1]["step"]) if history else args.steps
+    if done < args.steps:
+        return f"{done} (of --steps {args.steps}; --minutes {args.minutes:g} ended it)"
+    return str(args.steps)
+
+
 def model_card(args: argparse.Namespace, argv: list[str], target_name: str, shape: StudentShape,
                n_params: int, data_rows: int, n_seqs: int, heldout: EvalResult,
                untrained: EvalResult, minutes: float, init_command: str = "",
-               hardware: str = "") -> str:
+               hardware: str = "", history: list[dict[str, float]] | None = None) -> str:
     """A short README for the draft folder."""
     command = "specviz distill " + " ".join(shlex.quote(a) for a in argv)
     start = "start (--init)" if args.init else "untrained"
@@ -504,8 +534,9 @@ distributions on text the target generated itself. Same tokenizer as the target.
 - Vocabulary: {len_vocab(args, shape)} target ids ranked by teacher mass
   (`{VOCAB_MAP_FILE}`){widened}; q = 0 for other ids, so speculative sampling stays exact.
 - Data: {'; '.join(sources)}; {n_seqs} sequences, {data_rows} teacher rows.
-- Training: {args.steps} steps, batch {args.batch_size}, sequence length {args.seq_len},
-  lr {args.lr}, seed {args.seed}; this run's training took {minutes:.0f} min{hardware}.
+- Training: {steps_done(args, history)} steps, batch {args.batch_size}, sequence length
+  {args.seq_len}, lr {args.lr}, seed {args.seed}; this run's training took {minutes:.0f}
+  min{hardware}.
 
 ## Measured on held-out prompts ({heldout.rows} target positions)
 
@@ -568,6 +599,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--intermediate", type=int, default=1024)
     p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--minutes", type=float, default=0.0,
+                   help="also stop after this many minutes of training (0: no limit); the "
+                        "learning rate decays by whichever of steps or time is further along, "
+                        "so a lent machine's lease can bound a run")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=288)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -765,7 +800,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     del target  # free the teacher before training
     t0 = time.time()
     try:
-        train(student, data, heldout, lookup, oov, args, work)
+        history = train(student, data, heldout, lookup, oov, args, work)
     except KeyboardInterrupt:
         return 130
     result = evaluate(student, heldout, lookup, oov, args.seq_len)
@@ -773,7 +808,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     hardware = (f" on {torch.cuda.get_device_name(device)}" if device.type == "cuda"
                 else f" on the CPU ({torch.get_num_threads()} threads)")
     card = model_card(args, argv, loaded.name, shape, n_params, count_rows(data), len(data),
-                      result, untrained, (time.time() - t0) / 60, init_command, hardware)
+                      result, untrained, (time.time() - t0) / 60, init_command, hardware,
+                      history)
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16,
              "float32": torch.float32}[args.save_dtype]
     write_draft(student, tokenizer, out, target_ids, oov, full, card, dtype)

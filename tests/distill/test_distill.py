@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -317,3 +318,49 @@ def test_widen_vocab_adds_the_heaviest_ids_and_keeps_the_old_rows() -> None:
         broken.tie_weights()
     with pytest.raises(AssertionError):
         _widened_agrees(student, old_ids, broken, new_ids)
+
+
+def test_time_budget_ends_training_cooled_down() -> None:
+    """With --minutes spent, the learning rate is at its floor whatever the step count."""
+    lr, steps = 1e-3, 1000
+    assert distill.lr_at(500, steps, lr) > 0.4 * lr  # half-way by steps: still high
+    assert distill.lr_at(500, steps, lr, done=1.0) == pytest.approx(0.1 * lr)
+    assert distill.lr_at(500, steps, lr, done=0.5) == pytest.approx(distill.lr_at(550, steps, lr))
+    assert distill.lr_at(0, steps, lr, done=0.9) == distill.lr_at(0, steps, lr)  # warm-up first
+
+    def ignores_time(step: int, steps: int, lr: float, done: float = 0.0) -> float:
+        # Broken variant: the schedule follows steps only, so a run cut by its budget ends hot.
+        warm = max(1, min(100, steps // 10))
+        t = (step - warm) / max(1, steps - warm)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+
+    assert ignores_time(500, steps, lr, done=1.0) != pytest.approx(0.1 * lr)
+
+
+def test_minutes_budget_stops_and_still_writes_the_draft(
+    tiny_target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clock that advances one second each time training reads it: a 0.2 min (12 s) budget
+    # ends the run after a handful of its 1,000 steps, with a checkpoint, a draft and a card.
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(distill, "_clock", lambda: float(next(ticks)))
+    seen: list[float] = []
+    real_lr_at = distill.lr_at
+
+    def spy(step: int, steps: int, lr: float, done: float = 0.0) -> float:
+        seen.append(done)
+        return real_lr_at(step, steps, lr, done)
+
+    monkeypatch.setattr(distill, "lr_at", spy)
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = _argv(tiny_target, out, work, steps=1000) + ["--minutes", "0.2"]
+    assert distill.main(argv) == 0
+    step = torch.load(work / distill.CKPT, weights_only=False)["step"]
+    assert 1 <= step < 20
+    assert len(seen) == step and seen == sorted(seen) and seen[-1] > 0.5
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert f"- Training: {step} (of --steps 1000; --minutes 0.2 ended it) steps" in card
+    assert (out / "model.safetensors").is_file()
+    # Run again: the budget is already spent, so nothing more trains (seconds are saved).
+    assert distill.main(argv) == 0
+    assert torch.load(work / distill.CKPT, weights_only=False)["step"] == step
