@@ -33,7 +33,14 @@ from draft_quality import finish, prompts_for, set_threads, teacher_paused  # no
 from specviz.core.cpu_linear import use_fast_linears  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder  # noqa: E402
 from specviz.core.events import Settings  # noqa: E402
-from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, cache_root, load_pair  # noqa: E402
+from specviz.core.models import (  # noqa: E402
+    DEFAULT_PAIR,
+    PRESETS,
+    ModelPair,
+    cache_root,
+    cached_forward,
+    load_pair,
+)
 from specviz.core.tally import Tally  # noqa: E402
 
 FORMS = ("stock", "fast")
@@ -55,11 +62,11 @@ def pass_ms(model: Any, n: int, context: int = 200, reps: int = 11) -> float:
     ids = torch.randint(100, 9000, (1, context))
     new = torch.randint(100, 9000, (1, n))
     with torch.inference_mode():
-        model(ids, past_key_values=cache, use_cache=True)
+        cached_forward(model, cache, input_ids=ids)
         times = []
         for _ in range(reps):
             start = time.perf_counter()
-            model(new, past_key_values=cache, use_cache=True)
+            cached_forward(model, cache, input_ids=new)
             times.append(time.perf_counter() - start)
             cache.crop(-n)
     return statistics.median(times) * 1000.0

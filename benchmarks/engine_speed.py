@@ -29,6 +29,7 @@ from specviz.core.events import RunFinished, Settings  # noqa: E402
 from specviz.core.models import (  # noqa: E402
     LoadedModel,
     ModelPair,
+    cached_forward,
     default_draft,
     draft_id_table,
     load_model,
@@ -69,11 +70,11 @@ def forward_cost(model: torch.nn.Module, prompt_ids: torch.Tensor, n_tokens: int
     times = []
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)  # type: ignore[attr-defined]
-        model(prompt_ids, past_key_values=cache, use_cache=True)
+        cached_forward(model, cache, input_ids=prompt_ids)
         for _ in range(reps):
             new = prompt_ids[:, :n_tokens]
             t0 = time.perf_counter()
-            model(new, past_key_values=cache, use_cache=True, logits_to_keep=n_tokens)
+            cached_forward(model, cache, input_ids=new, logits_to_keep=n_tokens)
             times.append(time.perf_counter() - t0)
             cache.crop(-n_tokens)
     return statistics.median(times)

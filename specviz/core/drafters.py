@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .models import draft_id_table, model_device
+from .models import cached_forward, draft_id_table, model_device
 from .rng import Random
 
 Probs = Callable[[torch.Tensor], torch.Tensor]  # logits (..., V) -> probabilities (..., V)
@@ -73,10 +73,9 @@ class CachedModel:
         if self.to_local is not None:
             inp = self.to_local[inp]
         t0 = time.perf_counter()
-        out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True,
-                         logits_to_keep=keep)
+        out, self.cache = cached_forward(self.model, self.cache, input_ids=inp,
+                                         logits_to_keep=keep)
         self.forward_time_s += time.perf_counter() - t0
-        self.cache = out.past_key_values
         self.ids.extend(ids)
         self.calls += 1
         logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
@@ -94,10 +93,8 @@ class CachedModel:
         if self.to_local is not None:
             inp = self.to_local[inp]
         t0 = time.perf_counter()
-        out = self.model(input_ids=inp, past_key_values=self.cache, use_cache=True,
-                         logits_to_keep=n)
+        _, self.cache = cached_forward(self.model, self.cache, input_ids=inp, logits_to_keep=n)
         seconds = time.perf_counter() - t0
-        self.cache = out.past_key_values
         self.cache.crop(-n)
         return seconds
 

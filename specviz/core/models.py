@@ -97,6 +97,32 @@ class ModelPair:
         return dtype
 
 
+# transformers 5.24 renamed the forward's KV-cache argument ``past_key_values`` to ``cache``
+# (the old name warns and is to go in 5.40); outputs gained ``cache``. Asked once per class.
+_CACHE_KEYWORD: dict[type, str] = {}
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model``'s forward takes its KV cache by: ``cache`` or ``past_key_values``."""
+    cls = type(model)
+    key = _CACHE_KEYWORD.get(cls)
+    if key is None:
+        import inspect
+
+        params = inspect.signature(cls.forward).parameters
+        key = "cache" if "cache" in params else "past_key_values"
+        _CACHE_KEYWORD[cls] = key
+    return key
+
+
+def cached_forward(model: Any, cache: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """``model(..., <cache keyword>=cache, use_cache=True)``: its output and the cache after it,
+    under whichever names the installed transformers uses."""
+    out = model(**{cache_keyword(model): cache}, use_cache=True, **kwargs)
+    after = getattr(out, "cache", None)
+    return out, (after if after is not None else out.past_key_values)
+
+
 def model_device(model: Any) -> torch.device:
     """Where a model's inputs go: its first compute device, also when accelerate spread it.
 

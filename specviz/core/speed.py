@@ -67,7 +67,7 @@ def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: in
     import torch
     from transformers import DynamicCache
 
-    from .models import model_device
+    from .models import cached_forward, model_device
 
     model = pair.target
     device = model_device(model)
@@ -76,15 +76,13 @@ def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: in
     times: list[float] = []
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
-        out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+        out, cache = cached_forward(model, cache, input_ids=ids, logits_to_keep=1)
         token = out.logits[0, -1, :vocab].argmax().view(1, 1)  # (1, 1)
         for i in range(warmup + passes):
             if i > warmup and sum(times[warmup:]) >= budget_s:
                 break
             t0 = clock()
-            out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
+            out, cache = cached_forward(model, cache, input_ids=token, logits_to_keep=1)
             probs = torch.softmax(out.logits[0, -1, :vocab].float(), dim=-1).cpu()  # (V,)
             times.append(clock() - t0)
             token = probs.argmax().view(1, 1).to(device)

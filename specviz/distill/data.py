@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from specviz.core.models import cached_forward
+
 from .prompts import heldout_prompts, train_prompts
 
 # Sampling temperatures cycled over the rows of a batch: T=1 matches the distribution the
@@ -89,8 +91,8 @@ def sample_batch(
     temps = torch.tensor(temperatures, dtype=torch.float32, device=dev).unsqueeze(-1)  # (B, 1)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
     prefix = torch.tensor(sampled_prefix or [0] * batch, device=dev).unsqueeze(-1)  # (B, 1)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-    past = out.past_key_values
+    out, past = cached_forward(model, None, input_ids=ids, attention_mask=mask,
+                               position_ids=positions)
     logits = out.logits[:, -1].float()  # (B, V)
     new_ids: list[torch.Tensor] = []
     top_ids: list[torch.Tensor] = []
@@ -120,9 +122,8 @@ def sample_batch(
             break
         mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long, device=dev)], dim=-1)
         last_pos = last_pos + 1
-        out = model(input_ids=token.unsqueeze(-1), attention_mask=mask, position_ids=last_pos,
-                    past_key_values=past, use_cache=True)
-        past = out.past_key_values
+        out, past = cached_forward(model, past, input_ids=token.unsqueeze(-1),
+                                   attention_mask=mask, position_ids=last_pos)
         logits = out.logits[:, -1].float()
     gen = torch.stack(new_ids, dim=1).cpu()  # (B, n)
     tids = torch.stack(top_ids, dim=1).cpu()  # (B, n, k)
