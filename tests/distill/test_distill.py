@@ -186,7 +186,7 @@ def test_lookup_maps_missing_ids_to_oov() -> None:
 
 def test_shipped_draft_is_small_and_loads_offline() -> None:
     size = sum(f.stat().st_size for f in BUNDLED_DRAFT_DIR.iterdir() if f.is_file())
-    assert size <= 25 * 1024 * 1024
+    assert size <= 30 * 1024 * 1024  # 12.6M fp16 parameters (16,384 ids) and the tokenizer
     draft = load_model("smollm2-135m-draft", device="cpu")
     assert next(draft.model.parameters()).dtype == torch.float32  # fp16 on disk, upcast
     assert draft.vocab_map is not None
