@@ -106,7 +106,7 @@ def test_measure_target_step_is_the_median_single_token_cached_pass(
     def forward(*args: Any, **kw: Any) -> Any:
         ids = kw["input_ids"]
         shapes.append(tuple(ids.shape))
-        cache = kw.get("past_key_values")
+        cache = kw.get("cache", kw.get("past_key_values"))  # its name by transformers version
         cached.append(int(cache.get_seq_length()) if cache is not None else -1)
         clock.tick()
         return inner(*args, **kw)
@@ -178,8 +178,8 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
     "no cache: the whole sequence every step": (
         lambda: test_measure_target_step_is_the_median_single_token_cached_pass(
             _tiny(), pytest.MonkeyPatch()), SPEED, "measure_target_step",
-        [("out = model(input_ids=token, past_key_values=cache,",
-          "out = model(input_ids=torch.cat([ids, token], 1), past_key_values=None,")]),
+        [("out, cache = cached_forward(model, cache, input_ids=token,",
+          "out, cache = cached_forward(model, None, input_ids=torch.cat([ids, token], 1),")]),
 }
 
 
