@@ -535,8 +535,8 @@ distributions on text the target generated itself. Same tokenizer as the target.
   (`{VOCAB_MAP_FILE}`){widened}; q = 0 for other ids, so speculative sampling stays exact.
 - Data: {'; '.join(sources)}; {n_seqs} sequences, {data_rows} teacher rows.
 - Training: {steps_done(args, history)} steps, batch {args.batch_size}, sequence length
-  {args.seq_len}, lr {args.lr}, seed {args.seed}; this run's training took {minutes:.0f}
-  min{hardware}.
+  {args.seq_len}, lr {args.lr}, seed {args.seed};
+  this run's training took {minutes:.0f} min{hardware}.
 
 ## Measured on held-out prompts ({heldout.rows} target positions)
 

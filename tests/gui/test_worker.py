@@ -255,7 +255,7 @@ def test_each_job_runs_on_a_thread_that_ends_with_it(qtbot, tiny_pair, make_cont
                                                       monkeypatch, broken: bool) -> None:
     """No thread that outlives a job has run torch: libgomp keeps a thread's OpenMP team for
     the thread's life, and two live teams slow every parallel region about 2x (a step timed
-    at load after a run: 67 ms instead of 30). Seen here as: each job's events come from a
+    at load after a run: 55.6 ms instead of 28.6). Seen here as: each job's events come from a
     thread of its own, and that thread has ended once the job's ``finished`` arrived."""
     if broken:
         monkeypatch.setattr(worker_mod, "DecodeWorker", RunsOnTheQThread)
