@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/drafters.py [--sets grounded,template,free] [--prompts 4]
         [--temperatures 0,1] [--max-new-tokens 64] [--combos model:fixed,lookup:cost:6,...]
 
+(``model:cost-upfront``: the cost policy choosing K before drafting, its confidence stop off.)
+
 For each prompt, interleaved (so a drifting machine load hits every row alike): the target
 alone (specviz's AutoregressiveDecoder), every drafter × K policy, and at T = 0 transformers'
 plain greedy ``generate`` and ``generate(prompt_lookup_num_tokens=10)``. Per set and
@@ -37,12 +39,14 @@ from grounded_prompts import grounded_prompts  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import RunFinished, Settings  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, load_pair  # noqa: E402
+from specviz.core.policy import CostPolicy  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
 
 SETS = {"grounded": grounded_prompts, "template": heldout_prompts, "free": free_prompts}
 ALL_COMBOS = [f"{d}:{p}" for d in ("model", "lookup", "hybrid")
               for p in ("fixed", "heuristic", "cost")]
+UPFRONT = "-upfront"  # a policy suffix: "model:cost-upfront" is the cost policy without its stop
 
 
 @dataclass
@@ -192,8 +196,8 @@ def run(args: argparse.Namespace) -> None:
                 # that warm-up and drifting load do not always favour the same row.
                 jobs: list[tuple[str, object]] = [("target alone", base)]
                 jobs += [(row_name(d, p, lk), Settings(**{
-                    **base.__dict__, "drafter": d, "k_policy": p, "lookup_k": int(lk)}))
-                    for d, p, lk in combos]
+                    **base.__dict__, "drafter": d, "k_policy": p.removesuffix(UPFRONT),
+                    "lookup_k": int(lk)})) for d, p, lk in combos]
                 if hf:
                     jobs += [("hf greedy", None), ("hf prompt lookup 10", 10)]
                 shift = i % len(jobs)
@@ -207,7 +211,11 @@ def run(args: argparse.Namespace) -> None:
                         assert isinstance(job, Settings)
                         decoder = (AutoregressiveDecoder(pair, job) if name == "target alone"
                                    else SpeculativeDecoder(pair, job))
+                        # "cost-upfront": the cost policy sizing K before drafting, as it did
+                        # before its confidence stop.
+                        CostPolicy.CONFIDENCE_STOP = UPFRONT not in name
                         w, done = run_specviz(decoder, prompt)
+                        CostPolicy.CONFIDENCE_STOP = True
                         results[name] = (w, list(done.generated_ids), done)
                 wall, ref_ids, _ = results["target alone"]
                 base_tps = len(ref_ids) / wall

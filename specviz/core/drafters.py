@@ -25,6 +25,10 @@ from .models import cached_forward, draft_id_table, model_device
 from .rng import Random
 
 Probs = Callable[[torch.Tensor], torch.Tensor]  # logits (..., V) -> probabilities (..., V)
+# Asked after each drafted token: (tokens drafted so far, the draft's confidence in the last
+# one) -> whether to draft another. It may read only the draft's side (its tokens and q):
+# then K is a stopping time of the draft's own draws and the output law stays exactly p.
+GoOn = Callable[[int, float], bool]
 
 # HybridDrafter drafts by lookup when the context's suffix matches earlier text over at least
 # this many tokens, and with the model otherwise. Measured without a clock (benchmarks/
@@ -75,10 +79,10 @@ class CachedModel:
         t0 = time.perf_counter()
         out, self.cache = cached_forward(self.model, self.cache, input_ids=inp,
                                          logits_to_keep=keep)
+        logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
         self.forward_time_s += time.perf_counter() - t0
         self.ids.extend(ids)
         self.calls += 1
-        logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
         if self.vocab_map is not None:
             full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
             full[:, self.vocab_map] = logits
@@ -124,6 +128,9 @@ class Proposal:
     tokens: tuple[int, ...]
     q_rows: torch.Tensor  # (len(tokens), V): the distribution each token was drawn from
     source: str
+    # The draft's confidence in each token: q(x), or at T = 0 (q one-hot on the argmax) the
+    # argmax's softmax probability. Empty for lookup (its q is one-hot by construction).
+    confidence: tuple[float, ...] = ()
 
 
 class Drafter(Protocol):
@@ -151,8 +158,10 @@ class Drafter(Protocol):
         """Propose next by ``plan`` (one of the last ``options``)."""
         ...
 
-    def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
-        """Up to ``k`` tokens following ``context`` (the ids of prompt + generated text)."""
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
+        """Up to ``k`` tokens following ``context`` (the ids of prompt + generated text); a
+        model drafter stops early where ``go_on`` says so (lookup's drafts are free: ignored)."""
         ...
 
     def update(self, n_kept: int) -> None:
@@ -196,20 +205,29 @@ class ModelDrafter:
     def follow(self, plan: Plan) -> None:
         pass
 
-    def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
-        """K tokens one by one from q; the cache gets x_1..x_{K-1} (x_K is never fed)."""
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
+        """Up to K tokens one by one from q, fewer where ``go_on`` stops after one; the cache
+        gets every drafted token but the last (which is never fed)."""
         self._start = len(context)
         feed = list(context[self.lm.length:])
         rows: list[torch.Tensor] = []
         tokens: list[int] = []
-        for _ in range(k):
-            q = self.probs(self.lm.feed(feed, keep=1)[0]).cpu()  # (V,)
+        confidence: list[float] = []
+        for i in range(k):
+            logits = self.lm.feed(feed, keep=1)[0]  # (V,)
+            q = self.probs(logits).cpu()  # (V,)
             x = int(q.argmax()) if self.greedy else rng.draw(q)
             rows.append(q)
             tokens.append(x)
+            # Greedy q is one-hot: the softmax of the logits says how sure the draft was.
+            confidence.append(float(torch.softmax(logits.detach().float(), -1).max())
+                              if self.greedy else float(q[x]))
+            if go_on is not None and i + 1 < k and not go_on(i + 1, confidence[-1]):
+                break
             feed = [x]
         q_rows = torch.stack(rows) if rows else torch.zeros(0, self.lm.vocab_size)
-        return Proposal(tuple(tokens), q_rows, "model")
+        return Proposal(tuple(tokens), q_rows, "model", tuple(confidence))
 
     def update(self, n_kept: int) -> None:
         # Keep the committed prefix; the extra token is fed with the next proposal.
@@ -281,7 +299,8 @@ class LookupDrafter:
     def follow(self, plan: Plan) -> None:
         pass
 
-    def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
         """What followed the match, up to ``k`` tokens; q is one-hot (no randomness drawn)."""
         if self._match is None or self._match[0] != len(context):
             self.plan(context)
@@ -335,10 +354,11 @@ class HybridDrafter:
     def follow(self, plan: Plan) -> None:
         self._last = self.lookup if plan.source == "lookup" else self.model
 
-    def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
         # The model's cache lags while lookup drafts; its next proposal catches up over the
         # lookup tokens in one batched forward pass (one feed of every id the cache lacks).
-        return self._last.propose(context, k, rng)
+        return self._last.propose(context, k, rng, go_on)
 
     def update(self, n_kept: int) -> None:
         self._last.update(n_kept)
@@ -363,7 +383,8 @@ class NoDrafter:
     def follow(self, plan: Plan) -> None:
         pass
 
-    def propose(self, context: Sequence[int], k: int, rng: Random) -> Proposal:
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
         return Proposal((), torch.zeros(0, self.vocab_size), "none")
 
     def update(self, n_kept: int) -> None:

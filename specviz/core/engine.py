@@ -202,7 +202,10 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
         drafter.follow(plan)
 
         t_draft = time.perf_counter()
-        proposal = drafter.propose(seq, choice.k, run.rng) if choice.k > 0 else None
+        # A stop cap: draft up to it while the policy's rule, asked after each draft, says go.
+        stop_rule = policy.stop_rule(plan, choice.stop_cap) if choice.stop_cap > 1 else None
+        most = choice.stop_cap if stop_rule is not None else choice.k
+        proposal = drafter.propose(seq, most, run.rng, stop_rule) if choice.k > 0 else None
         drafts = list(proposal.tokens) if proposal is not None else []
         q_rows = proposal.q_rows if proposal is not None else torch.zeros(0, pair.vocab_size)
         source = proposal.source if proposal is not None else plan.source
@@ -262,12 +265,13 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
             draft_calls=drafter.calls,
             elapsed_s=time.perf_counter() - run.t0,
             final=run.stop_reason is not None,
-            policy_reason=choice.reason,
+            policy_reason=choice.reason if stop_rule is None else stop_rule.reason(k),
             exact=exact,
         )
         tally.add_round(rnd)
         policy.observe(Outcome(plan, k, n_acc, t_verify - t_draft, t_done - t_verify, len(fed),
-                               time.perf_counter() - t_round))
+                               time.perf_counter() - t_round,
+                               proposal.confidence if proposal is not None else ()))
         yield rnd
     yield run.finished(target, drafter)
 

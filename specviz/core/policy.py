@@ -23,6 +23,8 @@ K_LIMIT = 16  # the largest K any policy drafts
 class Choice:
     k: int
     reason: str
+    # > 0: draft up to this many instead, each token asked of the policy's stop_rule.
+    stop_cap: int = 0
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Outcome:
     verify_s: float  # the target's pass (fed = 1 + k tokens, the previous extra token first)
     fed: int  # tokens the target's verify pass ran
     round_s: float  # the whole round, bookkeeping included
+    confidence: tuple[float, ...] = ()  # the draft's confidence in each draft (model only)
 
 
 class KPolicy(Protocol):
@@ -50,6 +53,20 @@ class KPolicy(Protocol):
         ...
 
     def observe(self, outcome: Outcome) -> None:
+        ...
+
+    def stop_rule(self, plan: Plan, k: int) -> StopRule | None:
+        """For a choice with a ``stop_cap``: the rule that ends its drafting by ``k``."""
+        ...
+
+
+class StopRule(Protocol):
+    def __call__(self, drafted: int, confidence: float) -> bool:
+        """Whether to draft another token (see :data:`drafters.GoOn`)."""
+        ...
+
+    def reason(self, k: int) -> str:
+        """The round's reason once ``k`` tokens were drafted."""
         ...
 
 
@@ -91,6 +108,9 @@ class FixedPolicy:
     def observe(self, outcome: Outcome) -> None:
         pass
 
+    def stop_rule(self, plan: Plan, k: int) -> StopRule | None:
+        return None
+
 
 class HeuristicPolicy:
     """transformers' ``num_assistant_tokens_schedule="heuristic"``: +2 after a fully kept
@@ -126,6 +146,9 @@ class HeuristicPolicy:
         else:
             self.k = max(1, self.k - 1)
             self.last = f"{outcome.n_accepted} of {outcome.k} kept"
+
+    def stop_rule(self, plan: Plan, k: int) -> StopRule | None:
+        return None
 
 
 @dataclass
@@ -277,6 +300,18 @@ class CostPolicy:
     after PROBE_AFTER plain steps in a row the policy drafts one probe round at the start K
     (if drafting could pay at all, with every draft kept), and each probe that keeps fewer
     drafts than α̂ expected doubles the wait (up to PROBE_MAX).
+
+    Confidence stop (model drafts, CONFIDENCE_STOP): once the rates say draft at all, the
+    model drafts up to k_max and, after each token, stops where one more no longer pays. The
+    draft's confidence in a token (q(x); at T = 0 the argmax's softmax probability) predicts
+    whether it is kept (bundled pair, T = 0: 0.20 below 0.2, 0.98 above 0.9), so each drafted
+    token gets the α̂ of its confidence bucket (learned per bucket, prior its midpoint); with
+    P_n the chance that all n drafts so far are kept and S their sum, stopping at n gives
+    (1 + S) / (o + n·c + v(n + 1)) tokens per second and drafting m more gives
+    (1 + S + P_n·(β + … + β^m)) / (o + (n + m)·c + v(n + m + 1)), β the α̂ of a draft that
+    follows a kept one of the last one's confidence; it drafts on while some m beats
+    stopping. The rule reads only the draft's side, so K is a stopping time of the draft's own
+    draws and the output law stays exactly p.
     """
 
     name = "cost"
@@ -288,6 +323,9 @@ class CostPolicy:
     LONG_MATCH_PRIOR = 0.85  # lookup matches of 4 tokens and more
     PROBE_AFTER = 4  # plain steps in a row before a probe round drafts again
     PROBE_MAX = 64  # the longest wait between probes while they keep failing
+    CONFIDENCE_STOP = True  # model drafts stop by confidence (benchmarks switch it off)
+    BUCKETS = 10  # confidence buckets of width 0.1
+    BUCKET_DECAY = 0.99  # per draft in the bucket: calibration drifts slower than α
 
     def __init__(self, k: int, k_max: int = K_LIMIT, costs: CostModel | None = None) -> None:
         self.k_start = k  # used until the costs of this machine have been measured
@@ -303,6 +341,11 @@ class CostPolicy:
         self.probe_after = self.PROBE_AFTER  # plain steps before the next probe
         self._probing = False  # this round's K is a probe
         self._probe_alpha = 0.0  # α̂ when the probe was chosen
+        # Per key (model drafts): P(kept | the draft's confidence in its bucket), and
+        # P(kept | the previous draft, kept, had a confidence in this bucket): sure drafts
+        # come in runs (bundled pair, T = 0: 0.77 after a kept draft above 0.8, 0.6 below 0.6).
+        self.by_confidence: dict[str, list[_Alpha]] = {}
+        self.after: dict[str, list[_Alpha]] = {}
 
     def prior(self, plan: Plan) -> float:
         if plan.key in self.PRIORS:
@@ -314,6 +357,19 @@ class CostPolicy:
     def alpha(self, plan: Plan) -> float:
         est = self.alphas.get(plan.key, _Alpha())
         return est.estimate(self.prior(plan), self.PRIOR_STRENGTH)
+
+    def confident_alpha(self, key: str, confidence: float) -> float:
+        """α̂ of a draft made with this confidence (its bucket's estimate)."""
+        b = min(self.BUCKETS - 1, max(0, int(confidence * self.BUCKETS)))
+        est = self.by_confidence.get(key, [])
+        prior = (b + 0.5) / self.BUCKETS
+        return (est[b] if est else _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
+
+    def next_alpha(self, plan: Plan, confidence: float) -> float:
+        """α̂ of the next draft after a kept one made with this confidence."""
+        b = min(self.BUCKETS - 1, max(0, int(confidence * self.BUCKETS)))
+        est = self.after.get(plan.key, [])
+        return (est[b] if est else _Alpha()).estimate(self.alpha(plan), self.PRIOR_STRENGTH)
 
     def expected_tokens(self, plan: Plan, k: int) -> float:
         """E[tokens of a round drafting k]: 1 + α̂ + … + α̂^k for the model; for lookup
@@ -367,7 +423,11 @@ class CostPolicy:
         _, k = self._best(plan, cap)
         probe = ""
         self._probing = False
-        if k == 0 and self.plain >= self.probe_after and self._could_pay(plan, cap):
+        stop_cap = 0
+        if k > 0 and self.CONFIDENCE_STOP and plan.source == "model":
+            # Draft on while the confidence of each draft says it pays (see stop_rule).
+            stop_cap = _reach(plan, min(cap, self.k_max))
+        elif k == 0 and self.plain >= self.probe_after and self._could_pay(plan, cap):
             k = min(_wanted(plan, self.k_start), _reach(plan, cap))
             self._probing = k > 0
             self._probe_alpha = self.alpha(plan)
@@ -376,7 +436,8 @@ class CostPolicy:
         c = self.costs.draft_cost(plan.source) / v1
         v = self.costs.verify_cost(k + 1) / v1
         who = "" if plan.source == "model" else f"{plan.key}, "
-        return Choice(k, f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}")
+        return Choice(k, f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}",
+                      stop_cap if stop_cap > k else 0)
 
     def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
         if len(plans) == 1 or 1 not in self.costs.verify or cap <= 0:
@@ -387,12 +448,17 @@ class CostPolicy:
         best = max(usable, key=lambda p: self._best(p, cap)[0])  # ties: the drafter's own rule
         return best, self.choose(best, cap)
 
+    def stop_rule(self, plan: Plan, k: int) -> StopRule | None:
+        if not self.CONFIDENCE_STOP or plan.source != "model" or k < 2:
+            return None
+        return _ConfidenceStop(self, plan, k)
+
     def observe(self, outcome: Outcome) -> None:
         if self._first:
             self._first = False
         else:
             self.costs.add(outcome)
-        self.learn(outcome.plan.key, outcome.k, outcome.n_accepted)
+        self.learn(outcome.plan.key, outcome.k, outcome.n_accepted, outcome.confidence)
         if outcome.k == 0:
             self.plain += 1
             return
@@ -406,8 +472,10 @@ class CostPolicy:
         self._probing = False
         self.plain = 0
 
-    def learn(self, key: str, k: int, n_accepted: int) -> None:
-        """Fold one round's drafts into the α̂ of ``key`` (K = 0: decay towards the prior)."""
+    def learn(self, key: str, k: int, n_accepted: int,
+              confidence: Sequence[float] = ()) -> None:
+        """Fold one round's drafts into the α̂ of ``key`` (K = 0: decay towards the prior),
+        and, where their confidences are known, into the α̂ of each one's bucket."""
         ests = [self.alphas.setdefault(key, _Alpha())]
         if key.startswith("lookup"):
             ests += [self.first.setdefault(key, _Alpha()), self.rest.setdefault(key, _Alpha())]
@@ -418,12 +486,67 @@ class CostPolicy:
                 est.tested *= self.DECAY
             return
         tested = min(k, n_accepted + 1)
+        if confidence:
+            buckets = self.by_confidence.setdefault(
+                key, [_Alpha() for _ in range(self.BUCKETS)])
+            after = self.after.setdefault(key, [_Alpha() for _ in range(self.BUCKETS)])
+            for i, conf in enumerate(confidence[:tested]):
+                kept_now = i < n_accepted
+                for table, c in ((buckets, conf), (after, confidence[i - 1] if i else None)):
+                    if c is None:
+                        continue
+                    est = table[min(self.BUCKETS - 1, max(0, int(c * self.BUCKETS)))]
+                    est.kept = est.kept * self.BUCKET_DECAY + kept_now
+                    est.tested = est.tested * self.BUCKET_DECAY + 1.0
         for i in range(tested):
             kept = i < n_accepted
             targets = ests[:1] + (ests[1:2] if i == 0 else ests[2:3])
             for est in targets:
                 est.kept = est.kept * self.DECAY + kept
                 est.tested = est.tested * self.DECAY + 1.0
+
+
+class _ConfidenceStop:
+    """The cost policy's rule for one round of model drafts: draft on while it pays."""
+
+    def __init__(self, policy: CostPolicy, plan: Plan, cap: int) -> None:
+        self.policy = policy
+        self.plan = plan
+        self.cap = cap
+        costs = policy.costs
+        self.o = costs.overhead.value
+        self.c = costs.draft_cost(plan.source)
+        self.alpha = policy.alpha(plan)
+        self.all_kept = 1.0  # P_n: every draft so far kept
+        self.sum = 0.0  # S = P_1 + … + P_n
+        self.last = (0.0, 0.0)  # (confidence, its α̂) of the last draft asked about
+        self.stopped = False
+
+    def __call__(self, drafted: int, confidence: float) -> bool:
+        a = self.policy.confident_alpha(self.plan.key, confidence)
+        self.last = (confidence, a)
+        self.all_kept *= a
+        self.sum += self.all_kept
+        v = self.policy.costs.verify_cost
+        n, o, c = drafted, self.o, self.c
+        now = (1.0 + self.sum) / max(o + n * c + v(n + 1), 1e-12)
+        more, gain = 0.0, 0.0
+        nxt = self.policy.next_alpha(self.plan, confidence)  # drafts not yet made
+        for m in range(1, self.cap - n + 1):
+            gain = gain * nxt + nxt  # α̂ + … + α̂^m
+            more = max(more, (1.0 + self.sum + self.all_kept * gain)
+                       / max(o + (n + m) * c + v(n + m + 1), 1e-12))
+        self.stopped = more <= now
+        return not self.stopped
+
+    def reason(self, k: int) -> str:
+        v1 = self.policy.costs.verify_cost(1)
+        v = self.policy.costs.verify_cost(k + 1) / v1
+        head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}, v {v:.1f}"
+        conf, a = self.last
+        why = (f"stopped: q {conf:.2f} → α̂ {a:.2f}" if self.stopped
+               else f"up to {self.cap} while confident")
+        return f"{head}, {why} → K {k}"
 
 
 def make_policy(name: str, k: int) -> KPolicy:
@@ -437,4 +560,4 @@ def make_policy(name: str, k: int) -> KPolicy:
 
 
 __all__ = ["K_LIMIT", "K_POLICIES", "Choice", "CostModel", "CostPolicy", "FixedPolicy",
-           "HeuristicPolicy", "KPolicy", "Outcome", "make_policy"]
+           "HeuristicPolicy", "KPolicy", "Outcome", "StopRule", "make_policy"]

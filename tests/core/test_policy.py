@@ -483,3 +483,75 @@ def test_the_fit_of_v_follows_new_measurements(cls: type[CostModel], correct: bo
     expected = [fresh.verify_cost(n) for n in range(1, 12)]
     assert expected != before  # the new measurements do move v(n)
     assert ([costs.verify_cost(n) for n in range(1, 12)] == expected) == correct
+
+
+# ---------------------------------------------------------------------------------------------
+# The confidence stop: model drafts go on while one more pays, by each draft's confidence.
+
+
+def calibrated_policy(cls: type[CostPolicy] = CostPolicy) -> CostPolicy:
+    """α ≈ 0.55 overall; a draft made with confidence c is kept with probability c."""
+    p = cls(4, costs=synthetic_costs(1.0, 0.1, 0.12))
+    p._first = False
+    rng = random.Random(2)
+    for _ in range(600):
+        confs = [rng.choice([0.05, 0.15, 0.55, 0.95]) for _ in range(6)]
+        n = 0
+        while n < 6 and rng.random() < confs[n]:
+            n += 1
+        p.learn(MODEL.key, 6, n, confs)
+    return p
+
+
+def myopic_go_on(p: CostPolicy, confs: list[float], cap: int) -> bool:
+    """Independently: stop after ``confs`` or draft m more, each kept with the α̂ of a draft
+    after a kept one of the last confidence, whichever rate is best."""
+    c, o, v = 0.12, p.costs.overhead.value, p.costs.verify_cost
+    a = p.next_alpha(MODEL, confs[-1])
+    chain, total = 1.0, 0.0
+    for conf in confs:
+        chain *= p.confident_alpha(MODEL.key, conf)
+        total += chain
+    n = len(confs)
+    now = (1 + total) / (o + n * c + v(n + 1))
+    return any((1 + total + chain * sum(a ** j for j in range(1, m + 1)))
+               / (o + (n + m) * c + v(n + m + 1)) > now for m in range(1, cap - n + 1))
+
+
+class StopsByAlphaAlone(CostPolicy):
+    """Broken: every draft counts at the overall α̂, whatever its confidence."""
+
+    def confident_alpha(self, key: str, confidence: float) -> float:
+        return self.alpha(Plan(key, key))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (StopsByAlphaAlone, False)])
+def test_confidence_stop_drafts_on_while_it_pays(cls: type[CostPolicy], correct: bool) -> None:
+    p = calibrated_policy(cls)
+    learned = CostPolicy.confident_alpha  # the buckets learned the calibration
+    assert learned(p, "model", 0.95) > 0.85 and learned(p, "model", 0.05) < 0.15
+    choice = p.choose(MODEL, cap=12)
+    assert choice.k > 0 and choice.stop_cap == 12  # drafting pays: up to the cap, asked each time
+    decisions = {}
+    for confs in ([0.95], [0.95, 0.95], [0.95, 0.95, 0.95], [0.15], [0.95, 0.15], [0.55, 0.55]):
+        rule = p.stop_rule(MODEL, 12)
+        assert rule is not None
+        for i, conf in enumerate(confs):
+            go = rule(i + 1, conf)
+        decisions[tuple(confs)] = go
+        assert go == myopic_go_on(p, confs, 12), confs
+        assert ("stopped" in rule.reason(len(confs))) == (not go)
+    # A confident draft goes on, an unsure one ends the round. (With i.i.d. confidences as
+    # here the next draft counts at the overall α̂ 0.37, so even two sure ones end it.)
+    assert (decisions[(0.95,)] and not decisions[(0.15,)]
+            and not decisions[(0.95, 0.15)]) == correct
+
+
+def test_confidence_stop_is_for_model_drafts_and_can_be_switched_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    p = calibrated_policy()
+    lookup = Plan("lookup", "lookup:3", 5, 3, 10)
+    assert p.choose(lookup, cap=12).stop_cap == 0 and p.stop_rule(lookup, 5) is None
+    monkeypatch.setattr(CostPolicy, "CONFIDENCE_STOP", False)
+    assert p.choose(MODEL, cap=12).stop_cap == 0 and p.stop_rule(MODEL, 12) is None
+    assert FixedPolicy(4).choose(MODEL, 12).stop_cap == 0
