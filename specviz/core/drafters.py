@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
+from .fast_llama import FastLlama, unsupported
 from .models import cached_forward, draft_id_table, model_device
 from .rng import Random
 
@@ -47,10 +48,13 @@ class CachedModel:
     """One causal LM with its own KV cache; ``feed`` runs only the ids the cache lacks."""
 
     def __init__(self, model: Any, vocab_size: int, vocab_map: torch.Tensor | None = None,
-                 oov_id: int = 0) -> None:
+                 oov_id: int = 0, fast: bool = False) -> None:
         from transformers import DynamicCache
 
         self.model = model
+        # fast: a plain Llama runs through FastLlama (the draft: its per-token cost is mostly
+        # framework); anything FastLlama cannot reproduce keeps transformers' forward.
+        self.fast = FastLlama(model) if fast and unsupported(model) is None else None
         self.device = model_device(model)  # parameters may span devices (device_map)
         self.vocab_size = vocab_size
         self.cache = DynamicCache(config=model.config)
@@ -77,9 +81,12 @@ class CachedModel:
         if self.to_local is not None:
             inp = self.to_local[inp]
         t0 = time.perf_counter()
-        out, self.cache = cached_forward(self.model, self.cache, input_ids=inp,
-                                         logits_to_keep=keep)
-        logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
+        if self.fast is not None:
+            logits = self.fast.feed(inp[0], keep)  # (keep, V_model)
+        else:
+            out, self.cache = cached_forward(self.model, self.cache, input_ids=inp,
+                                             logits_to_keep=keep)
+            logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
         self.forward_time_s += time.perf_counter() - t0
         self.ids.extend(ids)
         self.calls += 1
@@ -97,6 +104,11 @@ class CachedModel:
         if self.to_local is not None:
             inp = self.to_local[inp]
         t0 = time.perf_counter()
+        if self.fast is not None:
+            self.fast.feed(inp[0], n)
+            seconds = time.perf_counter() - t0
+            self.fast.crop(self.length)
+            return seconds
         _, self.cache = cached_forward(self.model, self.cache, input_ids=inp, logits_to_keep=n)
         seconds = time.perf_counter() - t0
         self.cache.crop(-n)
@@ -105,8 +117,10 @@ class CachedModel:
     def crop(self, length: int) -> None:
         """Forget everything after the first ``length`` cached tokens (and trim window layers)."""
         extra = max(0, self.length - length)
-        # transformers 5: a negative count of tokens to remove; crop(0) trims sliding layers.
-        self.cache.crop(-extra)
+        if self.fast is not None:
+            self.fast.crop(self.length - extra)
+        else:  # transformers 5: a negative count to remove; crop(0) trims sliding layers
+            self.cache.crop(-extra)
         del self.ids[len(self.ids) - extra:]
 
 
@@ -183,7 +197,7 @@ class ModelDrafter:
 
     def __init__(self, model: Any, vocab_size: int, probs: Probs, greedy: bool,
                  vocab_map: torch.Tensor | None = None, oov_id: int = 0) -> None:
-        self.lm = CachedModel(model, vocab_size, vocab_map, oov_id)
+        self.lm = CachedModel(model, vocab_size, vocab_map, oov_id, fast=True)
         self.probs = probs
         self.greedy = greedy
         self._start = 0  # context length when the last proposal was made
