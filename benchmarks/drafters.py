@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/drafters.py [--sets grounded,template,free] [--prompts 4]
         [--temperatures 0,1] [--max-new-tokens 64] [--combos model:fixed,lookup:cost:6,...]
 
-(``model:cost-upfront``: the cost policy choosing K before drafting, its confidence stop off.)
+(``model:cost-upfront``: the cost policy choosing K before drafting, its confidence stop off;
+``…-stock`` after any policy: the draft model on transformers' forward instead of FastLlama.)
 
 For each prompt, interleaved (so a drifting machine load hits every row alike): the target
 alone (specviz's AutoregressiveDecoder), every drafter × K policy, and at T = 0 transformers'
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -47,6 +49,7 @@ SETS = {"grounded": grounded_prompts, "template": heldout_prompts, "free": free_
 ALL_COMBOS = [f"{d}:{p}" for d in ("model", "lookup", "hybrid")
               for p in ("fixed", "heuristic", "cost")]
 UPFRONT = "-upfront"  # a policy suffix: "model:cost-upfront" is the cost policy without its stop
+STOCK = "-stock"  # a policy suffix, last: the draft model on transformers' forward (no FastLlama)
 
 
 @dataclass
@@ -65,7 +68,7 @@ class Row:
         overhead = f"{100 * t.overhead_share:5.1f}%" if t.forward_time_s else "     -"
         worst = min(self.ratios) if self.ratios else 0.0
         miss = f"  {self.mismatches} differ" if self.mismatches else ""
-        return (f"  {name:<22} {alpha}  {per_round}  {geo:6.2f}x  {worst:6.2f}x  {overhead}"
+        return (f"  {name:<26} {alpha}  {per_round}  {geo:6.2f}x  {worst:6.2f}x  {overhead}"
                 f"{miss}")
 
 
@@ -163,6 +166,7 @@ def run(args: argparse.Namespace) -> None:
         return
     # drafter:policy, or drafter:policy:lookup_k to set lookup's budget for that row alone.
     combos = [(c.split(":") + [str(args.lookup_k)])[:3] for c in args.combos.split(",")]
+    stock_env = os.environ.get("SPECVIZ_STOCK_FORWARD", "0")
 
     def row_name(d: str, p: str, lk: str) -> str:
         return f"{d} {p}" + (f" lk{lk}" if lk != str(args.lookup_k) else "")
@@ -196,7 +200,8 @@ def run(args: argparse.Namespace) -> None:
                 # that warm-up and drifting load do not always favour the same row.
                 jobs: list[tuple[str, object]] = [("target alone", base)]
                 jobs += [(row_name(d, p, lk), Settings(**{
-                    **base.__dict__, "drafter": d, "k_policy": p.removesuffix(UPFRONT),
+                    **base.__dict__, "drafter": d,
+                    "k_policy": p.removesuffix(STOCK).removesuffix(UPFRONT),
                     "lookup_k": int(lk)})) for d, p, lk in combos]
                 if hf:
                     jobs += [("hf greedy", None), ("hf prompt lookup 10", 10)]
@@ -212,10 +217,13 @@ def run(args: argparse.Namespace) -> None:
                         decoder = (AutoregressiveDecoder(pair, job) if name == "target alone"
                                    else SpeculativeDecoder(pair, job))
                         # "cost-upfront": the cost policy sizing K before drafting, as it did
-                        # before its confidence stop.
+                        # before its confidence stop; "-stock": the draft on transformers'
+                        # forward, not FastLlama.
                         CostPolicy.CONFIDENCE_STOP = UPFRONT not in name
+                        os.environ["SPECVIZ_STOCK_FORWARD"] = "1" if STOCK in name else "0"
                         w, done = run_specviz(decoder, prompt)
                         CostPolicy.CONFIDENCE_STOP = True
+                        os.environ["SPECVIZ_STOCK_FORWARD"] = stock_env
                         results[name] = (w, list(done.generated_ids), done)
                 wall, ref_ids, _ = results["target alone"]
                 base_tps = len(ref_ids) / wall
@@ -235,7 +243,7 @@ def run(args: argparse.Namespace) -> None:
                       file=sys.stderr, flush=True)
             print(f"\n{set_name}, T = {temperature:g} ({len(prompts)} prompts, "
                   f"{time.perf_counter() - t_start:.0f} s)")
-            print(f"  {'':<22} {'α':>5}  {'tok/r':>5}  {'geomean':>7}  {'worst':>7}  overhead")
+            print(f"  {'':<26} {'α':>5}  {'tok/r':>5}  {'geomean':>7}  {'worst':>7}  overhead")
             for name, row in rows.items():
                 print(row.line(name), flush=True)
             if hf:

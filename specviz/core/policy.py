@@ -544,9 +544,9 @@ class _ConfidenceStop:
         v = self.policy.costs.verify_cost(k + 1) / v1
         head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}, v {v:.1f}"
         conf, a = self.last
-        why = (f"stopped: q {conf:.2f} → α̂ {a:.2f}" if self.stopped
-               else f"up to {self.cap} while confident")
-        return f"{head}, {why} → K {k}"
+        why = (f"stopped at q {conf:.2f} (keeps {a:.2f})" if self.stopped
+               else f"sure up to the cap {self.cap}")
+        return f"{head}; {why} → K {k}"
 
 
 def make_policy(name: str, k: int) -> KPolicy:
