@@ -517,6 +517,8 @@ class _ConfidenceStop:
         self.o = costs.overhead.value
         self.c = costs.draft_cost(plan.source)
         self.alpha = policy.alpha(plan)
+        # v(n) for every width this round can reach, looked up once (asked ~K²/2 times).
+        self.v = [costs.verify_cost(n) for n in range(cap + 2)]
         self.all_kept = 1.0  # P_n: every draft so far kept
         self.sum = 0.0  # S = P_1 + … + P_n
         self.last = (0.0, 0.0)  # (confidence, its α̂) of the last draft asked about
@@ -527,7 +529,7 @@ class _ConfidenceStop:
         self.last = (confidence, a)
         self.all_kept *= a
         self.sum += self.all_kept
-        v = self.policy.costs.verify_cost
+        v = self.v.__getitem__
         n, o, c = drafted, self.o, self.c
         now = (1.0 + self.sum) / max(o + n * c + v(n + 1), 1e-12)
         more, gain = 0.0, 0.0
@@ -540,8 +542,8 @@ class _ConfidenceStop:
         return not self.stopped
 
     def reason(self, k: int) -> str:
-        v1 = self.policy.costs.verify_cost(1)
-        v = self.policy.costs.verify_cost(k + 1) / v1
+        v1 = self.v[1]
+        v = self.v[k + 1] / v1
         head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}, v {v:.1f}"
         conf, a = self.last
         why = (f"stopped at q {conf:.2f} (keeps {a:.2f})" if self.stopped
