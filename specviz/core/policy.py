@@ -358,16 +358,19 @@ class CostPolicy:
         est = self.alphas.get(plan.key, _Alpha())
         return est.estimate(self.prior(plan), self.PRIOR_STRENGTH)
 
+    def _bucket(self, confidence: float) -> int:
+        return min(self.BUCKETS - 1, max(0, int(confidence * self.BUCKETS)))
+
     def confident_alpha(self, key: str, confidence: float) -> float:
         """α̂ of a draft made with this confidence (its bucket's estimate)."""
-        b = min(self.BUCKETS - 1, max(0, int(confidence * self.BUCKETS)))
+        b = self._bucket(confidence)
         est = self.by_confidence.get(key, [])
         prior = (b + 0.5) / self.BUCKETS
         return (est[b] if est else _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
 
     def next_alpha(self, plan: Plan, confidence: float) -> float:
         """α̂ of the next draft after a kept one made with this confidence."""
-        b = min(self.BUCKETS - 1, max(0, int(confidence * self.BUCKETS)))
+        b = self._bucket(confidence)
         est = self.after.get(plan.key, [])
         return (est[b] if est else _Alpha()).estimate(self.alpha(plan), self.PRIOR_STRENGTH)
 
@@ -495,7 +498,7 @@ class CostPolicy:
                 for table, c in ((buckets, conf), (after, confidence[i - 1] if i else None)):
                     if c is None:
                         continue
-                    est = table[min(self.BUCKETS - 1, max(0, int(c * self.BUCKETS)))]
+                    est = table[self._bucket(c)]
                     est.kept = est.kept * self.BUCKET_DECAY + kept_now
                     est.tested = est.tested * self.BUCKET_DECAY + 1.0
         for i in range(tested):
@@ -529,15 +532,14 @@ class _ConfidenceStop:
         self.last = (confidence, a)
         self.all_kept *= a
         self.sum += self.all_kept
-        v = self.v.__getitem__
-        n, o, c = drafted, self.o, self.c
-        now = (1.0 + self.sum) / max(o + n * c + v(n + 1), 1e-12)
+        n, o, c, v = drafted, self.o, self.c, self.v
+        now = (1.0 + self.sum) / max(o + n * c + v[n + 1], 1e-12)
         more, gain = 0.0, 0.0
         nxt = self.policy.next_alpha(self.plan, confidence)  # drafts not yet made
         for m in range(1, self.cap - n + 1):
             gain = gain * nxt + nxt  # α̂ + … + α̂^m
             more = max(more, (1.0 + self.sum + self.all_kept * gain)
-                       / max(o + (n + m) * c + v(n + m + 1), 1e-12))
+                       / max(o + (n + m) * c + v[n + m + 1], 1e-12))
         self.stopped = more <= now
         return not self.stopped
 
