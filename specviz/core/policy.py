@@ -233,21 +233,60 @@ class _VerifyFit:
 
 @dataclass
 class CostModel:
-    """Measured costs of this machine: draft step per source, target pass per width, overhead."""
+    """Measured costs of this machine: draft step per source, target pass per width, overhead.
+
+    v(n) comes from two kinds of measurement: the passes this run timed (per width), and a
+    calibration timed once per pair at load (every width, ``calibrate``). The calibration is
+    remembered for the pair's lifetime, so the load of the machine at that moment would stay
+    in it: a width this run never uses would keep a calibration timed while something else
+    was busy, and a run on a quiet machine would size K on passes twice too dear (measured
+    here: 1.14x instead of 1.52x the target alone; inflated one-token steps look so bad that
+    they are never taken, so never re-timed). So the calibration gives v(n) its *shape* and
+    ``load``, the running ratio of this run's timed passes to the shape at their widths, its
+    scale: a width this run measured counts as measured, any other as calibrated × load.
+    """
 
     draft: dict[str, _Mean] = field(default_factory=dict)  # seconds per drafted token
     verify: dict[int, _Mean] = field(default_factory=dict)  # seconds per pass of n tokens
     overhead: _Mean = field(default_factory=_Mean)  # seconds of bookkeeping per round
+    calibrated: dict[int, float] = field(default_factory=dict)  # width -> seconds, at load
+    load: _Mean = field(default_factory=_Mean)  # this run's passes / the calibrated shape
     # The fit of v(n) to the measured widths, redone when they change (the cost policy asks
     # for v(n) ~25 times a round; refitting each time was ~1% of a run's wall time).
     _fitted_on: tuple[tuple[int, float], ...] | None = field(default=None, repr=False,
                                                               compare=False)
     _fit: Callable[[int], float] = field(default=lambda n: 0.0, repr=False, compare=False)
+    _shape: Callable[[int], float] | None = field(default=None, repr=False, compare=False)
 
     # A target pass over n tokens after a warm cache costs v(1)·(1 + slope·(n − 1)) until two
     # widths have been measured; on this 2-core CPU SmolLM2-135M measured ~0.1 per token.
     PRIOR_SLOPE = 0.1
     FIT = _VerifyFit
+
+    def calibrate(self, verify_s: dict[int, float]) -> None:
+        """Take target passes timed once per pair (width -> seconds) as v(n)'s shape."""
+        self.calibrated.update(verify_s)
+        self._shape = self.FIT(dict(self.calibrated), self.PRIOR_SLOPE)
+
+    def knows(self, width: int | None = None) -> bool:
+        """Whether any pass (or one of ``width`` tokens) has been timed or calibrated."""
+        if width is None:
+            return bool(self.verify or self.calibrated)
+        return width in self.verify or width in self.calibrated
+
+    def _points(self) -> tuple[tuple[int, float], ...]:
+        scale = self.load.value if self.load.known else 1.0
+        points = {w: t * scale for w, t in self.calibrated.items()}
+        points.update((w, m.value) for w, m in self.verify.items() if m.known)
+        return tuple(sorted(points.items()))
+
+    def verify_curve(self, n_max: int) -> list[float]:
+        """[v(0), v(1), …, v(n_max)] (v(0) = 0): one fit check for a whole round's questions."""
+        measured = self._points()
+        if measured != self._fitted_on:  # refit only when a measurement changed
+            self._fit = self.FIT(dict(measured), self.PRIOR_SLOPE)
+            self._fitted_on = measured
+        return [0.0] + [self._fit(n) for n in range(1, n_max + 1)]
 
     def verify_cost(self, n: int) -> float:
         """Seconds for one target pass over n tokens.
@@ -260,11 +299,7 @@ class CostModel:
         tokens never costs less, whatever a busy machine measured), interpolated between
         measured widths and, outside them, continued by a least-squares line through them.
         """
-        measured = tuple((w, m.value) for w, m in self.verify.items() if m.known)
-        if measured != self._fitted_on:  # refit only when a measurement changed
-            self._fit = self.FIT(dict(measured), self.PRIOR_SLOPE)
-            self._fitted_on = measured
-        return self._fit(n)
+        return self.verify_curve(n)[n] if n > 0 else 0.0
 
     # A draft-model step not yet measured is taken to cost this share of a one-token target
     # pass (the bundled pair measured 0.1-0.2); lookup drafts cost nothing measurable.
@@ -280,6 +315,8 @@ class CostModel:
         if outcome.k > 0:
             self.draft.setdefault(outcome.plan.source, _Mean()).add(outcome.draft_s / outcome.k)
         self.verify.setdefault(outcome.fed, _Mean()).add(outcome.verify_s)
+        if self._shape is not None and self._shape(outcome.fed) > 0:
+            self.load.add(outcome.verify_s / self._shape(outcome.fed))
         self.overhead.add(max(0.0, outcome.round_s - outcome.draft_s - outcome.verify_s))
 
 
@@ -387,16 +424,17 @@ class CostPolicy:
 
     def calibrate(self, verify_s: dict[int, float]) -> None:
         """Seed v(n) with target passes timed once per pair (width -> seconds)."""
-        for width, seconds in verify_s.items():
-            self.costs.verify.setdefault(width, _Mean()).add(seconds)
+        self.costs.calibrate(verify_s)
 
     def rates(self, plan: Plan, cap: int) -> list[float]:
         """Expected tokens per second for K = 0..reach."""
         c = self.costs.draft_cost(plan.source)
         o = self.costs.overhead.value
+        reach = _reach(plan, min(cap, self.k_max))
+        v = self.costs.verify_curve(reach + 1)
         out = []
-        for k in range(_reach(plan, min(cap, self.k_max)) + 1):
-            seconds = o + k * c + self.costs.verify_cost(k + 1)
+        for k in range(reach + 1):
+            seconds = o + k * c + v[k + 1]
             out.append(self.expected_tokens(plan, k) / seconds if seconds > 0 else 0.0)
         return out
 
@@ -409,18 +447,20 @@ class CostPolicy:
         """Whether drafting beats a plain step if every draft were kept (else no probe)."""
         c = self.costs.draft_cost(plan.source)
         o = self.costs.overhead.value
-        plain = 1.0 / max(o + self.costs.verify_cost(1), 1e-12)
-        return any((k + 1) / max(o + k * c + self.costs.verify_cost(k + 1), 1e-12) > plain
-                   for k in range(1, _reach(plan, min(cap, self.k_max)) + 1))
+        reach = _reach(plan, min(cap, self.k_max))
+        v = self.costs.verify_curve(reach + 1)
+        plain = 1.0 / max(o + v[1], 1e-12)
+        return any((k + 1) / max(o + k * c + v[k + 1], 1e-12) > plain
+                   for k in range(1, reach + 1))
 
     def choose(self, plan: Plan, cap: int) -> Choice:
         why = _no_draft_reason(plan, cap)
         if why is not None:
             return Choice(0, why)
-        if not self.costs.verify:
+        if not self.costs.knows():
             k = min(_wanted(plan, self.k_start), _reach(plan, cap))
             return Choice(k, f"no costs measured yet → K {k}")
-        if 1 not in self.costs.verify:
+        if not self.costs.knows(1):
             # The alternative to drafting is a plain step: measure its cost once, early.
             return Choice(0, "measuring a plain target step → K 0")
         _, k = self._best(plan, cap)
@@ -443,7 +483,7 @@ class CostPolicy:
                       stop_cap if stop_cap > k else 0)
 
     def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
-        if len(plans) == 1 or 1 not in self.costs.verify or cap <= 0:
+        if len(plans) == 1 or not self.costs.knows(1) or cap <= 0:
             return plans[0], self.choose(plans[0], cap)
         usable = [p for p in plans if p.available != 0]
         if not usable:
@@ -521,7 +561,7 @@ class _ConfidenceStop:
         self.c = costs.draft_cost(plan.source)
         self.alpha = policy.alpha(plan)
         # v(n) for every width this round can reach, looked up once (asked ~K²/2 times).
-        self.v = [costs.verify_cost(n) for n in range(cap + 2)]
+        self.v = costs.verify_curve(cap + 1)
         self.all_kept = 1.0  # P_n: every draft so far kept
         self.sum = 0.0  # S = P_1 + … + P_n
         self.last = (0.0, 0.0)  # (confidence, its α̂) of the last draft asked about

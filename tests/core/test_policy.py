@@ -130,12 +130,13 @@ class IgnoresVerifyWidth(CostPolicy):
     """Broken: takes a target pass over K + 1 tokens to cost the same as over 1."""
 
     def rates(self, plan: Plan, cap: int) -> list[float]:
-        saved = self.costs.verify_cost
-        self.costs.verify_cost = lambda n: saved(1)  # type: ignore[method-assign]
+        saved = self.costs.verify_curve
+        self.costs.verify_curve = (  # type: ignore[method-assign]
+            lambda n_max: [0.0] + [saved(1)[1]] * n_max)
         try:
             return super().rates(plan, cap)
         finally:
-            del self.costs.verify_cost
+            del self.costs.verify_curve
 
 
 CASES = [  # (α, v1, slope, c, overhead)
@@ -202,13 +203,13 @@ def test_make_policy_names() -> None:
 class LineThroughAllWidths(CostModel):
     """Broken: one least-squares line through every width, the one-token pass included."""
 
-    def verify_cost(self, n: int) -> float:
+    def verify_curve(self, n_max: int) -> list[float]:
         points = [(w, m.value) for w, m in self.verify.items() if m.known]
         mw = sum(w for w, _ in points) / len(points)
         mt = sum(t for _, t in points) / len(points)
         var = sum((w - mw) ** 2 for w, _ in points)
         slope = max(0.0, sum((w - mw) * (t - mt) for w, t in points) / var)
-        return mt + slope * (n - mw)
+        return [0.0] + [mt + slope * (n - mw) for n in range(1, n_max + 1)]
 
 
 @pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (LineThroughAllWidths, False)])
@@ -275,8 +276,10 @@ def best_rate_k(alpha: float, costs: CostModel, c: float, k_max: int) -> int:
 
 # Broken: lookup sized by the model's K cap (k_start), as before lookup had its own budget.
 CostCappedAtK = mutant(CostPolicy, (
-    "for k in range(_reach(plan, min(cap, self.k_max)) + 1):",
-    "for k in range(_reach(plan, min(cap, self.k_start)) + 1):"))
+    "reach = _reach(plan, min(cap, self.k_max))\n        v = self.costs.verify_curve(reach + 1)\n"
+    "        out = []",
+    "reach = _reach(plan, min(cap, self.k_start))\n        v = self.costs.verify_curve(reach + 1)\n"
+    "        out = []"))
 
 
 @pytest.mark.parametrize(("cls", "correct"), [
@@ -483,6 +486,56 @@ def test_the_fit_of_v_follows_new_measurements(cls: type[CostModel], correct: bo
     expected = [fresh.verify_cost(n) for n in range(1, 12)]
     assert expected != before  # the new measurements do move v(n)
     assert ([costs.verify_cost(n) for n in range(1, 12)] == expected) == correct
+
+
+# A calibration timed while the machine was busy: the run's own passes must rescale it.
+
+def true_costs() -> CostModel:
+    return cpu_costs()  # this CPU's passes, quiet (see cpu_costs)
+
+
+def busy_calibration(factor: float) -> dict[int, float]:
+    """What the once-per-pair calibration would time with the machine ``factor``× slower."""
+    truth = true_costs()
+    return {w: factor * truth.verify_cost(w) for w in (1, 2, 3, 5, 8, 11, 17)}
+
+
+# Broken: the calibration is taken at face value (v(n) scaled by nothing this run measured),
+# as specviz did until the stale v(1) was found (1.14x instead of 1.52x on a quiet machine).
+FaceValueCalibration = mutant(CostModel, (
+    "scale = self.load.value if self.load.known else 1.0", "scale = 1.0"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (FaceValueCalibration, False)])
+def test_a_busy_calibration_is_rescaled_by_the_runs_own_passes(cls: type[CostModel],
+                                                               correct: bool) -> None:
+    """Calibrated at 2× the true costs, then run on a quiet machine: after some rounds every
+    width (not only those the run used) is within 10% of the truth and K is the quiet K."""
+    truth = true_costs()
+    quiet = trained_policy(CostPolicy, 0.6, true_costs())
+    busy = trained_policy(CostPolicy, 0.6, cls())
+    busy.calibrate(busy_calibration(2.0))
+    rng = random.Random(3)
+    for _ in range(40):
+        k = busy.choose(MODEL, cap=100).k
+        n = 0
+        while n < k and rng.random() < 0.6:
+            n += 1
+        busy.observe(outcome(k, n, draft_s=k * 0.15 * 0.085, verify_s=truth.verify_cost(k + 1)))
+    assert busy.costs.verify.keys() != set(busy_calibration(1.0))  # some widths never used
+    errors = [abs(busy.costs.verify_cost(n) / truth.verify_cost(n) - 1) for n in range(1, 18)]
+    assert (max(errors) < 0.1) == correct, errors
+    assert busy.choose(MODEL, cap=100).k == quiet.choose(MODEL, cap=100).k or not correct
+
+
+def test_calibration_alone_sets_the_costs() -> None:
+    """Calibrated, nothing run yet: v(n) is the calibration, and no plain step is spent
+    measuring v(1)."""
+    p = CostPolicy(4)
+    p.calibrate(busy_calibration(1.0))
+    truth = true_costs()
+    assert all(abs(p.costs.verify_cost(n) - truth.verify_cost(n)) < 1e-9 for n in (1, 5, 17))
+    assert not p.choose(MODEL, cap=100).reason.startswith("measuring")
 
 
 # ---------------------------------------------------------------------------------------------
