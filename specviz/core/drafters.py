@@ -70,13 +70,20 @@ class CachedModel:
         self.to_local: torch.Tensor | None = None
         if vocab_map is not None:
             self.to_local = draft_id_table(vocab_map, vocab_size, oov_id).to(self.device)
+        # An increasing map keeps the target's id order among the model's own ids, so a
+        # distribution computed over those ids and widened afterwards (``widen``) is the one
+        # computed over the widened logits, ties included (they resolve by id either way); a
+        # draw by inverse CDF picks the same id. The draft then samples over its 16,384 ids,
+        # not the target's 49,152 (~0.05 ms a token instead of ~0.29 ms here).
+        self.local = vocab_map is not None and bool((vocab_map[1:] > vocab_map[:-1]).all())
 
     @property
     def length(self) -> int:
         return len(self.ids)
 
-    def feed(self, ids: list[int], keep: int) -> torch.Tensor:
-        """Run ``ids`` after the cached prefix; logits of the last ``keep`` positions, (keep, V)."""
+    def feed(self, ids: list[int], keep: int, local: bool = False) -> torch.Tensor:
+        """Run ``ids`` after the cached prefix; logits of the last ``keep`` positions, (keep, V)
+        (with ``local`` and an increasing map: over the model's own ids, (keep, len(map)))."""
         inp = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
         if self.to_local is not None:
             inp = self.to_local[inp]
@@ -91,11 +98,26 @@ class CachedModel:
         self.ids.extend(ids)
         self.calls += 1
         if self.vocab_map is not None:
+            if local and self.local:
+                return logits
             full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
             full[:, self.vocab_map] = logits
             return full
         shared: torch.Tensor = logits[:, : self.vocab_size]
         return shared
+
+    def widen(self, rows: torch.Tensor) -> torch.Tensor:
+        """Probability rows over the model's own ids (``feed(local=True)``) -> (n, V)."""
+        if not self.local:
+            return rows
+        assert self.vocab_map is not None
+        full = rows.new_zeros((rows.shape[0], self.vocab_size))
+        full[:, self.vocab_map] = rows
+        return full
+
+    def global_id(self, i: int) -> int:
+        """The target's id of row position ``i`` of ``feed(local=True)``."""
+        return int(self.vocab_map[i]) if self.local and self.vocab_map is not None else i
 
     def time_pass(self, n: int, token: int) -> float:
         """Seconds of one pass over ``n`` copies of ``token`` after the cached prefix, which is
@@ -229,18 +251,22 @@ class ModelDrafter:
         tokens: list[int] = []
         confidence: list[float] = []
         for i in range(k):
-            logits = self.lm.feed(feed, keep=1)[0]  # (V,)
-            q = self.probs(logits).cpu()  # (V,)
-            x = int(q.argmax()) if self.greedy else rng.draw(q)
+            # Over the draft's own ids where its map allows (CachedModel.local): the same q,
+            # the same draws, a third of the work; widened to the target's ids once, below.
+            logits = self.lm.feed(feed, keep=1, local=True)[0]  # (V,) or (V_draft,)
+            q = self.probs(logits).cpu()
+            j = int(q.argmax()) if self.greedy else rng.draw(q)
+            x = self.lm.global_id(j)
             rows.append(q)
             tokens.append(x)
             # Greedy q is one-hot: the softmax of the logits says how sure the draft was.
             confidence.append(float(torch.softmax(logits.detach().float(), -1).max())
-                              if self.greedy else float(q[x]))
+                              if self.greedy else float(q[j]))
             if go_on is not None and i + 1 < k and not go_on(i + 1, confidence[-1]):
                 break
             feed = [x]
-        q_rows = torch.stack(rows) if rows else torch.zeros(0, self.lm.vocab_size)
+        q_rows = (self.lm.widen(torch.stack(rows)) if rows
+                  else torch.zeros(0, self.lm.vocab_size))
         return Proposal(tuple(tokens), q_rows, "model", tuple(confidence))
 
     def update(self, n_kept: int) -> None:

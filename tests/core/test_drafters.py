@@ -249,3 +249,57 @@ def test_hybrid_model_cache_catches_up_after_lookup_rounds() -> None:
     with torch.no_grad():
         full = d.model.lm.model(torch.tensor([context])).logits[0, -1]
     assert int(full.argmax()) == again.tokens[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# A reduced-vocabulary draft samples over its own ids (an increasing map keeps the target's id
+# order, so the distributions, ties and inverse-CDF draws are those over the widened row).
+
+MAP = torch.tensor([0, 1, 4, 5, 9, 12, 17, 20, 26, 31, 33, 39])  # 12 draft ids among 40
+FULL_V = 40
+
+
+def _mapped_drafter(cls: type[ModelDrafter], temperature: float, top_k: int, top_p: float,
+                    vocab_map: torch.Tensor = MAP) -> ModelDrafter:
+    model = tiny_llama(len(vocab_map), seed=4, sharpness=2.0)
+    return cls(model, FULL_V, lambda logits: logits_to_probs(logits, temperature, top_k, top_p),
+               temperature == 0, vocab_map, oov_id=0)
+
+
+# Broken: the draft's own id is proposed as if it were the target's.
+UnmappedDraws = mutant(ModelDrafter, ("x = self.lm.global_id(j)", "x = j"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(ModelDrafter, True), (UnmappedDraws, False)])
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 0, 0.8), (0.7, 3, 1.0),
+                                                            (0.0, 0, 1.0)])
+def test_drafting_over_the_drafts_own_ids_changes_nothing(
+        cls: type[ModelDrafter], correct: bool, temperature: float, top_k: int,
+        top_p: float) -> None:
+    """Same tokens as widening every row first (the old path), and the same q rows and
+    confidences up to float32 rounding (a softmax summed over 12 ids or over 40 with zeros)."""
+    same = []
+    for seed in range(4):
+        local = _mapped_drafter(cls, temperature, top_k, top_p)
+        widened = _mapped_drafter(ModelDrafter, temperature, top_k, top_p)
+        assert local.lm.local
+        widened.lm.local = False  # every logits row widened to the target's 40 ids first
+        context = [int(MAP[i]) for i in (2, 5, 1, 7)]
+        with torch.inference_mode():
+            a = local.propose(context, 5, TorchRandom(seed))
+            b = widened.propose(context, 5, TorchRandom(seed))
+        assert a.q_rows.shape == b.q_rows.shape == (5, FULL_V)
+        same.append(a.tokens == b.tokens and torch.allclose(a.q_rows, b.q_rows, atol=1e-6)
+                    and all(abs(x - y) < 1e-6 for x, y in zip(a.confidence, b.confidence,
+                                                                strict=True)))
+        assert set(b.tokens) <= set(MAP.tolist())
+    assert all(same) == correct
+
+
+def test_an_unordered_map_widens_every_row() -> None:
+    shuffled = MAP[torch.tensor([3, 0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11])]
+    d = _mapped_drafter(ModelDrafter, 1.0, 0, 1.0, shuffled)
+    assert not d.lm.local
+    with torch.inference_mode():
+        proposal = d.propose([int(shuffled[2]), int(shuffled[5])], 3, TorchRandom(0))
+    assert set(proposal.tokens) <= set(MAP.tolist()) and proposal.q_rows.shape == (3, FULL_V)

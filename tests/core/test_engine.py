@@ -75,8 +75,9 @@ def test_caches_match_recompute_after_rejections(monkeypatch: pytest.MonkeyPatch
     checked = {"target": 0, "draft": 0}
     original = engine_mod._Model.feed
 
-    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int) -> torch.Tensor:
-        cached = original(self, ids, keep)
+    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int,
+                      local: bool = False) -> torch.Tensor:
+        cached = original(self, ids, keep, local)
         with torch.no_grad():
             full = self.model(torch.tensor([self.ids])).logits[0, -keep:, : self.vocab_size]
         who = "target" if self.model is pair.target else "draft"
@@ -98,10 +99,11 @@ def test_no_prefix_is_reencoded(no_eos_pair: ModelPair, monkeypatch: pytest.Monk
     fed: list[int] = []
     original = engine_mod._Model.feed
 
-    def counting_feed(self: engine_mod._Model, ids: list[int], keep: int) -> torch.Tensor:
+    def counting_feed(self: engine_mod._Model, ids: list[int], keep: int,
+                      local: bool = False) -> torch.Tensor:
         if self.model is no_eos_pair.target:
             fed.append(len(ids))
-        return original(self, ids, keep)
+        return original(self, ids, keep, local)
 
     monkeypatch.setattr(engine_mod._Model, "feed", counting_feed)
     events = run_all(no_eos_pair, k=4, temperature=1.0, max_new_tokens=60, seed=1)
@@ -400,9 +402,10 @@ def test_caches_match_recompute_for_every_drafter(drafter: str,
     worst = 0.0
     original = engine_mod._Model.feed
 
-    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int) -> torch.Tensor:
+    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int,
+                      local: bool = False) -> torch.Tensor:
         nonlocal worst
-        cached = original(self, ids, keep)
+        cached = original(self, ids, keep, local)
         with torch.no_grad():
             full = self.model(torch.tensor([self.ids])).logits[0, -keep:, : self.vocab_size]
         worst = max(worst, float((cached - full).abs().max()))

@@ -598,10 +598,10 @@ def test_stopping_check_catches_a_redrawn_unconfident_draft(
     might expect here, is exact: the dropped x is never used; the test passes it, rightly.)"""
     from specviz.core import drafters as drafters_mod
 
-    draw = "x = int(q.argmax()) if self.greedy else rng.draw(q)\n"
+    draw = "j = int(q.argmax()) if self.greedy else rng.draw(q)\n"
     broken = mutant(drafters_mod.ModelDrafter, (draw, draw + (
-        "            if go_on is not None and not self.greedy and not go_on(i + 1, float(q[x])):\n"
-        "                x = rng.draw(q)\n")))
+        "            if go_on is not None and not self.greedy and not go_on(i + 1, float(q[j])):\n"
+        "                j = rng.draw(q)\n")))
     monkeypatch.setattr(drafters_mod.ModelDrafter, "propose", broken.propose)
     tv, seen = stopping_distance(*STOPPING["T 1, top-k 3"], monkeypatch)
     assert "stopped" in seen
