@@ -42,6 +42,7 @@ from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_
 from specviz.core.events import RunFinished, Settings  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, load_pair  # noqa: E402
 from specviz.core.policy import CostPolicy  # noqa: E402
+from specviz.core.presets import DEFAULT_LOOKUP_K  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
 
@@ -141,8 +142,9 @@ def main() -> None:
     ap.add_argument("--temperatures", default="0,1")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="K of fixed, start of heuristic and cost")
-    ap.add_argument("--lookup-k", type=int, default=Settings.lookup_k,
-                    help="most tokens a lookup round drafts (all policies but cost's choice)")
+    ap.add_argument("--lookup-k", type=int, default=DEFAULT_LOOKUP_K,
+                    help="most tokens a lookup round drafts (fixed and heuristic draft it, cost "
+                    "caps its choice there); the CLI's and the app's default")
     ap.add_argument("--combos", default=",".join(ALL_COMBOS))
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' generate rows")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")

@@ -32,7 +32,7 @@ from .core.models import (
     load_pair,
     locate,
 )
-from .core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY
+from .core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY, DEFAULT_LOOKUP_K
 from .core.race import Race, as_race, run_race
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shortest suffix prompt lookup may match")
     p.add_argument("--ngram-max", type=int, default=Settings.ngram_max,
                    help="longest suffix prompt lookup tries first")
-    p.add_argument("--lookup-k", type=int, default=Settings.lookup_k,
+    p.add_argument("--lookup-k", type=int, default=DEFAULT_LOOKUP_K,
                    help="most tokens a prompt-lookup round drafts (1-16; the model drafter's "
                    "is --k)")
     p.add_argument("--k-policy", default=DEFAULT_K_POLICY, choices=["fixed", "heuristic", "cost"],

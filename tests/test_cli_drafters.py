@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specviz.cli import _settings, build_parser, main
-from specviz.core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY
+from specviz.core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY, DEFAULT_LOOKUP_K
 
 
 def test_flags_reach_the_settings() -> None:
@@ -18,7 +18,7 @@ def test_flags_reach_the_settings() -> None:
         "hybrid", 2, 4, "cost", 0.5)
     defaults = _settings(build_parser().parse_args([]))
     assert (defaults.drafter, defaults.k_policy, defaults.lenience, defaults.lookup_k) == (
-        DEFAULT_DRAFTER, DEFAULT_K_POLICY, 1.0, 10)
+        DEFAULT_DRAFTER, DEFAULT_K_POLICY, 1.0, DEFAULT_LOOKUP_K)
     assert _settings(build_parser().parse_args(["--lookup-k", "6"])).lookup_k == 6
 
 

@@ -277,7 +277,7 @@ def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: s
 
 
 # Widths of the target passes timed once per pair for the cost policy (1 + K drafts: K up to
-# 16 for the model drafter, up to lookup_k = 10 for lookup); widths between are interpolated.
+# 16 for either drafter); widths between are interpolated.
 CALIBRATION_WIDTHS = (1, 2, 3, 5, 8, 11, 17)
 CALIBRATION_SWEEPS = 2
 _VERIFY_COSTS: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()

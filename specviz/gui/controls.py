@@ -37,6 +37,7 @@ from specviz.core.events import Settings
 from specviz.core.presets import (  # torch-free
     APP_K_POLICY,
     DEFAULT_DRAFTER,
+    DEFAULT_LOOKUP_K,
     DEFAULT_PAIR,
     DEFAULT_PROMPT,
     PRESETS,
@@ -105,7 +106,7 @@ FIELDS: tuple[Field, ...] = (
     Field("drafting/drafter", "drafter", DEFAULT_DRAFTER, str, "drafter"),
     Field("drafting/ngram_min", "ngram_min", 1, int, "ngram_min"),
     Field("drafting/ngram_max", "ngram_max", Settings.ngram_max, int, "ngram_max"),
-    Field("drafting/lookup_k", "lookup_k", Settings.lookup_k, int, "lookup_k"),
+    Field("drafting/lookup_k", "lookup_k", DEFAULT_LOOKUP_K, int, "lookup_k"),
     Field("drafting/k_policy", "k_policy", APP_K_POLICY, str, "k_policy"),
     Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
     Field("mode/baseline", "baseline", False, bool),

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat
 
 from specviz.core.events import Round, RunFinished, RunStarted, Settings
-from specviz.core.presets import APP_K_POLICY, DEFAULT_DRAFTER
+from specviz.core.presets import APP_K_POLICY, DEFAULT_DRAFTER, DEFAULT_LOOKUP_K
 from specviz.gui import record as record_module
 from specviz.gui import stream as stream_module
 from specviz.gui.app import CUSTOM, MainWindow
@@ -76,9 +76,10 @@ def check_controls(qtbot, store) -> None:
     qtbot.addWidget(panel)
     assert panel.settings().drafter == DEFAULT_DRAFTER and panel.settings().lenience == 1.0
     assert panel.settings().k_policy == APP_K_POLICY
-    # The app's lookup defaults are the engine's (the app once matched 3 tokens, the CLI 4).
+    # The app's lookup defaults are the engine's and the CLI's (the app once matched 3 tokens,
+    # the CLI 4); its lookup budget is the CLI's (DEFAULT_LOOKUP_K, measured; not Settings' 10).
     assert (panel.settings().ngram_max, panel.settings().lookup_k) == \
-        (Settings.ngram_max, Settings.lookup_k)
+        (Settings.ngram_max, DEFAULT_LOOKUP_K)
     assert not panel.lenience_note.isVisibleTo(panel)  # exact by default: nothing to warn
     for name, value in DRAFTING.items():
         widget = getattr(panel, name)
