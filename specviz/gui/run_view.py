@@ -90,6 +90,13 @@ class RunView(QWidget):
     """Token stream, p-vs-q bars, acceptance plots and speed numbers for one run."""
 
     round_selected = Signal(object)  # int, or None when following the live round
+    # A new round's bars begin at most this often (then the newest round; a round begun is
+    # drawn to its end). Every round's bars at 30 fps (a round every ~50 ms here) took most of
+    # the GUI thread's time on this 2-core machine, and a live speculative run in the window
+    # fell from ~34 tok/s (view held) to ~22; at 0.2 s it ran ~29 (3 runs each, the default
+    # prompt, T 0.7, /work-style harness in the README "The window"). Five rounds a second is
+    # still more than a room can read; stepped and staged rounds draw every round.
+    BARS_S = 0.2
 
     def __init__(self, parent: QWidget | None = None, frame_ms: int = FRAME_MS) -> None:
         super().__init__(parent)
@@ -109,6 +116,7 @@ class RunView(QWidget):
         # bounded); a new run drops them, as the stream clears anyway.
         self.backlog: deque[Round] = deque()
         self._stats_at = -float("inf")  # when a frame last redrew the plots and numbers
+        self._bars_at = -float("inf")  # when a frame last began drawing a round's bars
         self._last_heavy = "stats"  # which of bars / stats the last frame drew (they alternate)
         self.frames_drawn = {"bars": 0, "stats": 0, "fragments": 0}  # work done, for tests
 
@@ -315,7 +323,7 @@ class RunView(QWidget):
                 self._dirty = False
                 self._redraw(bars=False)
             return
-        bars_due = self._bars_due()
+        bars_due = self._bars_due() and (self.bars.drawing or now - self._bars_at >= self.BARS_S)
         stats_due = self._dirty and now - self._stats_at >= STATS_S
         if bars_due and not (stats_due and self._last_heavy == "bars"):
             if self.bars.drawing:  # the round begun in an earlier frame: its next panels
@@ -323,6 +331,7 @@ class RunView(QWidget):
                 self.frames_drawn["bars"] += 1
             else:
                 self._draw_bars(limit=FRAME_PANELS)
+                self._bars_at = now
             self._last_heavy = "bars"
         elif stats_due:
             self._dirty = False
@@ -373,6 +382,18 @@ class RunView(QWidget):
 
     def _on_timeout(self) -> None:
         self.frame()
+
+    def hold(self) -> None:
+        """Stop drawing; events still queue. A race measures its two runs while the window
+        draws nothing: drawing a round's bars at 30 fps took ~30% of one of this machine's two
+        cores and cost the speculative run more than the target alone (3 races in the app:
+        0.89-0.99x drawing, 1.22-1.28x held; the CLI 1.26-1.35x)."""
+        self.timer.stop()
+
+    def release(self) -> None:
+        """Draw again: the next frames catch up on what queued meanwhile."""
+        if not self.timer.isActive():
+            self.timer.start()
 
     # -- state changes ----------------------------------------------------------------------
 

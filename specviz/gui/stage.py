@@ -162,6 +162,7 @@ class RaceRunner(QObject):
         self.race_window.view.clear()
         self.race_window.show()
         self.race_window.raise_()
+        self._hold(True)  # the race window is in front; the main view catches up afterwards
         self._start_phase("speculative")
 
     def _start_phase(self, phase: str) -> None:
@@ -185,9 +186,21 @@ class RaceRunner(QObject):
             self._finished_run = isinstance(event, RunFinished) and \
                 event.stop_reason != "stopped"
 
+    def _hold(self, on: bool) -> None:
+        """The main window's run view draws nothing while the race measures (RunView.hold)."""
+        view = getattr(self.window, "run_view", None)
+        if view is not None and on:
+            view.hold()
+        elif view is not None:
+            view.release()
+
+    def _end(self) -> None:
+        self.phase = ""
+        self._hold(False)
+
     def _on_failed(self, failure: RunFailed) -> None:
         if self.phase:
-            self.phase = ""
+            self._end()
 
     def _on_job_finished(self, job_id: int) -> None:
         if not self.phase or job_id != self.job_id:
@@ -197,7 +210,7 @@ class RaceRunner(QObject):
         if self.phase == "speculative" and self._finished_run and not replaced:
             self._start_phase("baseline")  # only now: the two never share the cores
         else:
-            self.phase = ""
+            self._end()
 
 
 def _ask_path(parent: QWidget, title: str, name: str, filters: str) -> str:

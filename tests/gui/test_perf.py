@@ -322,13 +322,21 @@ def test_a_burst_is_drawn_in_bounded_frames_and_ends_as_drawn_one_by_one(
     assert state(view) == one_by_one(reference, events)
 
 
+@pytest.mark.parametrize(("bars_s", "correct"), [(None, True), (0.0, False)])
 def test_a_steady_feed_redraws_the_plots_at_most_every_stats_s(
-        view: RunView, reference: RunView) -> None:
+        view: RunView, reference: RunView, bars_s: float | None, correct: bool) -> None:
+    """(Broken: ``BARS_S`` 0, a new round's bars every frame, as before.)"""
+    if bars_s is not None:
+        view.BARS_S = bars_s
     events = scripted_rounds(4, BURST)
     work = fed_frames(view, events, per_frame=3)  # three rounds a frame, a hundred frames
     assert all(w["bars"] + w["stats"] <= 1 for w in work)
     assert sum(w["stats"] for w in work) <= len(work) * FRAME_S / STATS_S + 1
-    assert sum(w["bars"] for w in work) >= len(work) / 2  # the newest round, most frames
+    # The newest round's bars, begun every BARS_S (K = 4: a round's 5 panels fit one frame),
+    # neither more often (every frame drew them once, which held a live run to ~2/3 of its
+    # speed here) nor less.
+    every = len(work) * FRAME_S / RunView.BARS_S
+    assert (every - 2 <= sum(w["bars"] for w in work) <= every + 1) == correct
     assert state(view) == one_by_one(reference, events)
 
 
