@@ -1,16 +1,19 @@
 """The app's race (F7) on the bundled pair, offscreen: each K policy's measured speedup.
 
     .venv/bin/python benchmarks/app_race.py [--races 3] [--policies fixed,cost]
-        [--prompt "..."] [--temperature 0.7] [--max-new-tokens 128]
+        [--prompt "..."] [--temperature 0.7] [--max-new-tokens 128] [--live 3 --bars-s 0,0.2]
 
 A main window is built as a user gets it (settings in a temporary folder), the default pair
 loads, and per K policy ``--races`` races run one after the other through the window's own
-race action: the speculative run, then the target alone, each drawn live as on screen. Each
-line is one race: both runs' tokens per second from their own summaries and their ratio (the
-speedup the race window shows). The first race of a policy comes straight after the load, as
-a user's first race does. The same prompt runs through ``specviz-cli --race`` for the
-decoders without a window (its own untimed warm-up first). A background teacher
-(specviz-teacher) is paused while timing.
+race action: the speculative run, then the target alone (the main view held while they are
+timed, as on screen; the race window follows them). Each line is one race: both runs' tokens
+per second from their own summaries and their ratio (the speedup the race window shows).
+The first race of a policy comes straight after the load, as a user's first race does. The
+same prompt runs through ``specviz-cli --race`` for the decoders without a window (its own
+untimed warm-up first). With ``--live N``, N plain runs (Run, F5) follow per value of
+``--bars-s`` (RunView.BARS_S: how often a new round's bars may begin), each drawn live,
+alternating the values: the window's drawing takes CPU from the decoder, and these lines say
+how much. A background teacher (specviz-teacher) is paused while timing.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from draft_quality import teacher_paused  # noqa: E402
 
 
-def races(policy: str, n: int, prompt: str, temperature: float, max_new: int) -> None:
+def races(policy: str, n: int, prompt: str, temperature: float, max_new: int,
+          live: int = 0, bars_s: tuple[float, ...] = ()) -> None:
     from PySide6.QtWidgets import QApplication
 
     from specviz.core.events import RunFinished
@@ -68,6 +72,22 @@ def races(policy: str, n: int, prompt: str, temperature: float, max_new: int) ->
         for _ in range(50):  # the race window starts its replay: let it settle
             app.processEvents()
             time.sleep(0.01)
+    w.race_window.hide()
+    speeds: dict[float, list[float]] = {b: [] for b in bars_s}
+    for i in range(live):
+        for b in bars_s if i % 2 == 0 else bars_s[::-1]:
+            w.run_view.BARS_S = b
+            count = len(done)
+            w.actions_by_name["run"].trigger()
+            while len(done) < count + 1 or ctl.state != "idle":
+                app.processEvents()
+                time.sleep(0.005)
+            run = done[-1]
+            speeds[b].append(len(run.generated_ids) / run.summary.wall_time_s)
+    for b, got in speeds.items():
+        if got:
+            print(f"  {policy:<6} live runs, bars at most every {b:g} s: "
+                  + ", ".join(f"{v:.1f}" for v in got) + " tok/s", flush=True)
     w.close()
     ctl.shutdown()
 
@@ -91,6 +111,9 @@ def main() -> None:
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--live", type=int, default=0, help="plain runs drawn live, per --bars-s")
+    ap.add_argument("--bars-s", default="0,0.2",
+                    help="RunView.BARS_S values for the live runs (the app's is 0.2)")
     ap.add_argument("--no-pause-teacher", action="store_true",
                     help="leave a background teacher (specviz-teacher) running")
     args = ap.parse_args()
@@ -104,7 +127,8 @@ def main() -> None:
           f"seed 0, hybrid drafter", flush=True)
     with teacher_paused(not args.no_pause_teacher):
         for policy in args.policies.split(","):
-            races(policy, args.races, args.prompt, args.temperature, args.max_new_tokens)
+            races(policy, args.races, args.prompt, args.temperature, args.max_new_tokens,
+                  args.live, tuple(float(b) for b in args.bars_s.split(",")))
             print(cli_race(policy, args.prompt, args.temperature, args.max_new_tokens),
                   flush=True)
 
