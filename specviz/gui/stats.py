@@ -481,4 +481,7 @@ class SpeedView(QWidget):
                                                + (f"\n{against}" if against else ""))
         self.names["measured_speedup"].setToolTip(
             "Measured: tokens/s of this run ÷ tokens/s of the target alone (a race), or ÷ "
-            "1 / (the target's one-token step, timed when the pair loaded). Never estimated.")
+            "1 / (the target's one-token step, timed when the pair loaded). Never estimated. "
+            "Against the step, a run drawn live reads low: the window's drawing shares the "
+            "cores with it, the step was timed without it. A race (F7) times both runs with "
+            "the main window held.")
