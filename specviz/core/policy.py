@@ -280,13 +280,17 @@ class CostModel:
         points.update((w, m.value) for w, m in self.verify.items() if m.known)
         return tuple(sorted(points.items()))
 
-    def verify_curve(self, n_max: int) -> list[float]:
-        """[v(0), v(1), …, v(n_max)] (v(0) = 0): one fit check for a whole round's questions."""
+    def _fitted(self) -> Callable[[int], float]:
         measured = self._points()
         if measured != self._fitted_on:  # refit only when a measurement changed
             self._fit = self.FIT(dict(measured), self.PRIOR_SLOPE)
             self._fitted_on = measured
-        return [0.0] + [self._fit(n) for n in range(1, n_max + 1)]
+        return self._fit
+
+    def verify_curve(self, n_max: int) -> list[float]:
+        """[v(0), v(1), …, v(n_max)] (v(0) = 0): one fit check for a whole round's questions."""
+        fit = self._fitted()
+        return [0.0] + [fit(n) for n in range(1, n_max + 1)]
 
     def verify_cost(self, n: int) -> float:
         """Seconds for one target pass over n tokens.
@@ -299,7 +303,7 @@ class CostModel:
         tokens never costs less, whatever a busy machine measured), interpolated between
         measured widths and, outside them, continued by a least-squares line through them.
         """
-        return self.verify_curve(n)[n] if n > 0 else 0.0
+        return self._fitted()(n) if n > 0 else 0.0
 
     # A draft-model step not yet measured is taken to cost this share of a one-token target
     # pass (the bundled pair measured 0.1-0.2); lookup drafts cost nothing measurable.
@@ -315,8 +319,9 @@ class CostModel:
         if outcome.k > 0:
             self.draft.setdefault(outcome.plan.source, _Mean()).add(outcome.draft_s / outcome.k)
         self.verify.setdefault(outcome.fed, _Mean()).add(outcome.verify_s)
-        if self._shape is not None and self._shape(outcome.fed) > 0:
-            self.load.add(outcome.verify_s / self._shape(outcome.fed))
+        shape = self._shape(outcome.fed) if self._shape is not None else 0.0
+        if shape > 0:
+            self.load.add(outcome.verify_s / shape)
         self.overhead.add(max(0.0, outcome.round_s - outcome.draft_s - outcome.verify_s))
 
 

@@ -91,11 +91,11 @@ class RunView(QWidget):
 
     round_selected = Signal(object)  # int, or None when following the live round
     # A new round's bars begin at most this often (then the newest round; a round begun is
-    # drawn to its end). Every round's bars at 30 fps (a round every ~50 ms here) took most of
-    # the GUI thread's time on this 2-core machine, and a live speculative run in the window
-    # fell from ~34 tok/s (view held) to ~22; at 0.2 s it ran ~29 (3 runs each, the default
-    # prompt, T 0.7, /work-style harness in the README "The window"). Five rounds a second is
-    # still more than a room can read; stepped and staged rounds draw every round.
+    # drawn to its end). Beginning every round's bars (a round every ~50 ms here) took CPU the
+    # decoder needs on this 2-core machine: live runs ran 30.0-32.0 tok/s against 32.1-40.8 at
+    # 0.2 s (cost policy; fixed K 4: 25.9-27.3 against 30.0-32.0; benchmarks/app_race.py
+    # --live 3, README "The window"). Five rounds a second is still more than a room reads;
+    # stepped and staged rounds draw every round.
     BARS_S = 0.2
 
     def __init__(self, parent: QWidget | None = None, frame_ms: int = FRAME_MS) -> None:
