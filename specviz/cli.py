@@ -126,8 +126,10 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
             st = event.settings
             how = (f", drafter={st.drafter}, K policy={st.k_policy}"
                    if event.mode == "speculative" else "")
+            scale = event.pair.draft_temperature_scale
+            scaled = f" (q at T×{scale:g})" if scale != 1.0 and st.temperature else ""
             out.write(f"# {who}, {event.mode}, K={st.k}{how}, "
-                      f"T={st.temperature}, seed={st.seed}\n")
+                      f"T={st.temperature}{scaled}, seed={st.seed}\n")
             if st.lenience < 1.0:
                 out.write(f"# lenience {st.lenience}: NOT EXACT, the output does not follow "
                           f"the target's distribution\n")

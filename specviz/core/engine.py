@@ -164,7 +164,11 @@ class _Run:
     def started(self, mode: str, draft_name: str | None) -> RunStarted:
         pair = self.pair
         info = PairInfo(draft=draft_name, target=pair.target_name, device=str(pair.device),
-                        dtype=str(pair.dtype).removeprefix("torch."), vocab_size=pair.vocab_size)
+                        dtype=str(pair.dtype).removeprefix("torch."), vocab_size=pair.vocab_size,
+                        draft_temperature_scale=(pair.draft_temperature_scale
+                                                 if mode == "speculative"
+                                                 and self.settings.drafter != "lookup"
+                                                 else 1.0))
         return RunStarted(mode=mode, prompt=self.tok.decode(self.prompt_ids),  # type: ignore[arg-type]
                           prompt_ids=tuple(self.prompt_ids), pair=info, settings=self.settings,
                           format=FORMAT_VERSION)
@@ -380,8 +384,13 @@ class SpeculativeDecoder:
             return (LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k),
                     "prompt lookup")
 
+        # The draft may be calibrated to draw at T × scale (models.TEMPERATURE_SCALE_KEY):
+        # q is whatever it draws from, and verify tests against that same q, so exactness
+        # holds for any scale; T = 0 stays greedy.
+        t_draft = s.temperature * pair.draft_temperature_scale
+
         def probs(logits: torch.Tensor) -> torch.Tensor:
-            return logits_to_probs(logits, s.temperature, s.top_k, s.top_p)
+            return logits_to_probs(logits, t_draft, s.top_k, s.top_p)
 
         model = ModelDrafter(pair.draft, pair.vocab_size, probs, s.temperature == 0,
                              pair.draft_vocab_map, pair.draft_oov_id)

@@ -125,6 +125,8 @@ class PairInfo:
     device: str
     dtype: str
     vocab_size: int
+    # The draft drew q at temperature T × this (its calibration, models.TEMPERATURE_SCALE_KEY).
+    draft_temperature_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,15 @@ class RunStarted:
     pair: PairInfo
     settings: Settings
     format: int = 1  # event schema version (absent, so 1, in old recordings)
+
+    def temperature_text(self, eq: str = "=") -> str:
+        """"T=0.7" or "greedy", and where the draft draws at another temperature, by how much
+        (", q at T×0.85"): the q an audience sees is the q the draft drew from."""
+        t = self.settings.temperature
+        if t == 0:
+            return "greedy"
+        scale = self.pair.draft_temperature_scale
+        return f"T{eq}{t:g}" + (f", q at T×{scale:g}" if scale != 1.0 else "")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ BUNDLED_DRAFT_DIR = ASSETS_DIR / "draft-smollm2-135m"
 # drafts). {"target_ids": [...], "oov_draft_id": j}: draft id i is target id target_ids[i];
 # target ids outside the list are fed to the draft as j, and get q = 0.
 VOCAB_MAP_FILE = "specviz_vocab.json"
+# A draft's config.json may carry this key: q is drawn at temperature T × scale (T > 0), a
+# calibration fitted by `specviz distill calibrate`. Any q keeps speculative sampling exact.
+TEMPERATURE_SCALE_KEY = "specviz_temperature_scale"
+TEMPERATURE_SCALE_RANGE = (0.25, 4.0)
 
 
 def cache_root() -> Path:
@@ -67,6 +71,7 @@ class LoadedModel:
     vocab_map: torch.Tensor | None = None  # draft id -> target id, for reduced-vocab drafts
     oov_id: int = 0
     linear: LinearChoice | None = None  # whether its linear layers take the fast CPU path
+    temperature_scale: float = 1.0  # as a draft: q at T × this (TEMPERATURE_SCALE_KEY)
 
 
 @dataclass
@@ -82,6 +87,8 @@ class ModelPair:
     draft_vocab_map: torch.Tensor | None = None
     draft_oov_id: int = 0
     vocab_size: int = field(default=0)
+    # The draft draws at temperature T × draft_temperature_scale (its calibration; 1: none).
+    draft_temperature_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.vocab_size:
@@ -560,7 +567,20 @@ def load_model(
     folder = cached_snapshot(found.spec) if found.how in ("cached", "download") else source
     vocab_map, oov = _read_vocab_map(str(folder)) if folder is not None else (None, 0)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, vocab_map=vocab_map, oov_id=oov,
-                       linear=linear)
+                       linear=linear, temperature_scale=_temperature_scale(model, found.spec))
+
+
+def _temperature_scale(model: Any, spec: str) -> float:
+    """The config's TEMPERATURE_SCALE_KEY, checked; 1.0 where it has none."""
+    value = getattr(model.config, TEMPERATURE_SCALE_KEY, None)
+    if value is None:
+        return 1.0
+    lo, hi = TEMPERATURE_SCALE_RANGE
+    if type(value) not in (int, float) or not lo <= value <= hi:
+        raise ModelLoadError(
+            f"Could not load {spec!r}: {TEMPERATURE_SCALE_KEY} in its config.json must be a "
+            f"number from {lo} to {hi}, got {value!r}. Fix it, or delete the key (scale 1).")
+    return float(value)
 
 
 def _load_message(spec: str, source: str, exc: Exception) -> str:
@@ -692,4 +712,5 @@ def load_pair(
         draft_name=d.name,
         draft_vocab_map=d.vocab_map,
         draft_oov_id=d.oov_id,
+        draft_temperature_scale=d.temperature_scale,
     )

@@ -711,6 +711,10 @@ def main(argv: list[str]) -> int:
         from .teacher import main as teacher_main
 
         return teacher_main(argv[1:])
+    if argv[:1] == ["calibrate"]:  # `specviz distill calibrate ...`: the draft's temperature scale
+        from .calibrate import main as calibrate_main
+
+        return calibrate_main(argv[1:])
     args = parse_args(argv)
     try:
         return _run(args, argv)

@@ -249,7 +249,8 @@ def transcript_html(events: Sequence[Event], title: str = "specviz transcript") 
         s, pair = started.settings, started.pair
         who = (f"{pair.draft} → {pair.target}, K = {s.k}" if started.mode == "speculative"
                else f"{pair.target} alone")
-        temp = "greedy (T = 0)" if s.temperature == 0 else f"T = {s.temperature:g}"
+        temp = ("greedy (T = 0)" if s.temperature == 0
+                else started.temperature_text(eq=" = "))
         meta = f"{escape(who)} · {temp} · seed {s.seed} · p = target, q = draft"
     prompt = escape(started.prompt) if started is not None else ""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

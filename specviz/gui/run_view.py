@@ -541,7 +541,7 @@ class RunView(QWidget):
         s, pair = rec.started.settings, rec.started.pair
         who = f"{pair.draft or 'lookup'} → {pair.target}" if rec.speculative else \
             f"{pair.target} alone"
-        temp = "greedy" if s.temperature == 0 else f"T={s.temperature:g}"
+        temp = rec.started.temperature_text()
         if rec.speculative:
             kind = f"K={s.k}" if s.k_policy == "fixed" else f"K {s.k_policy} (from {s.k})"
             if s.drafter != "model":

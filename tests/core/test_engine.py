@@ -567,3 +567,34 @@ def test_cost_calibration_runs_once_per_pair_and_leaves_the_cache(
         outputs.append(list(last.generated_ids) if isinstance(last, RunFinished) else None)
     assert passes == len(engine_mod.CALIBRATION_WIDTHS) * engine_mod.CALIBRATION_SWEEPS
     assert (outputs == [expected, expected]) == correct
+
+
+def check_draft_drawn_at_scaled_temperature(decoder: type) -> None:
+    """A calibrated draft (ModelPair.draft_temperature_scale) draws x at T × scale: every q(x)
+    of the first round is the draft's softmax at that temperature, not at T."""
+    pair = replace(tiny_pair(word_tokenizer(eos=False), sharpness=3.0),
+                   draft_temperature_scale=0.5)
+    events = list(decoder(pair, Settings(k=3, temperature=0.8, max_new_tokens=8,
+                                         seed=3)).run("the cat"))
+    started, first = events[0], events[1]
+    assert isinstance(started, RunStarted) and isinstance(first, Round)
+    assert started.pair.draft_temperature_scale == 0.5
+    assert started.temperature_text() == "T=0.8, q at T×0.5"
+    context = list(started.prompt_ids)
+    for d in first.drafted:
+        with torch.no_grad():
+            z = pair.draft(torch.tensor([context])).logits[0, -1].double()
+        assert d.q == pytest.approx(float(torch.softmax(z / 0.4, -1)[d.token_id]), abs=1e-5)
+        assert d.q != pytest.approx(float(torch.softmax(z / 0.8, -1)[d.token_id]), abs=1e-3)
+        context.append(d.token_id)
+
+
+def test_a_calibrated_draft_draws_at_its_scaled_temperature() -> None:
+    check_draft_drawn_at_scaled_temperature(SpeculativeDecoder)
+
+
+def test_the_scale_check_rejects_an_engine_that_ignores_it() -> None:
+    broken = mutant(SpeculativeDecoder, ("t_draft = s.temperature * pair.draft_temperature_scale",
+                                         "t_draft = s.temperature"))
+    with pytest.raises(AssertionError):
+        check_draft_drawn_at_scaled_temperature(broken)

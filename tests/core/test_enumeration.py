@@ -354,7 +354,12 @@ def pair_for(name: str) -> ModelPair:
     if name not in PAIRS:
         PAIRS[name] = {"plain": lambda: make_pair(), "eos": lambda: make_pair(eos=True),
                        "reduced": lambda: make_pair(reduced=True),
-                       "real caches": lambda: make_pair(memo=False)}[name]()
+                       "real caches": lambda: make_pair(memo=False),
+                       # a calibrated draft: q drawn at T × 0.6 (models.TEMPERATURE_SCALE_KEY)
+                       "scaled": lambda: replace(make_pair(), draft_temperature_scale=0.6),
+                       "scaled reduced": lambda: replace(make_pair(reduced=True),
+                                                         draft_temperature_scale=1.5),
+                       }[name]()
     return PAIRS[name]
 
 
@@ -398,6 +403,11 @@ CASES: dict[str, Case] = {
     "hybrid, K 2, T 0.6, reduced-vocab draft": Case("reduced", settings(2, 0.6, drafter="hybrid"),
                                                     REPEATS),
     "hybrid, K 3, T 0": Case("plain", settings(3, 0.0, drafter="hybrid"), REPEATS),
+    "draft at T x 0.6, K 2, T 1": Case("scaled", settings(2)),
+    "draft at T x 0.6, K 3, T 0.6, top-p 0.8": Case("scaled", settings(3, 0.6, top_p=0.8)),
+    "draft at T x 1.5, reduced-vocab, hybrid, K 2, T 1, top-k 3": Case(
+        "scaled reduced", settings(2, 1.0, top_k=3, drafter="hybrid"), REPEATS),
+    "draft at T x 0.6, K 3, T 0": Case("scaled", settings(3, 0.0)),
     "target alone, 3 tokens, T 0.6, top-k 3": Case("plain", settings(1, 0.6, top_k=3, n=3),
                                                    baseline=True),
     # K policies: more tokens than K + 1, so K can change between rounds.
@@ -535,6 +545,22 @@ def test_broken_engines_are_caught(name: str, monkeypatch: pytest.MonkeyPatch) -
     _install(monkeypatch, original, mutant(original, *edits))
     tv = distance(CASES[case], monkeypatch)
     assert tv > 1e3 * TV_BOUND, f"{name} went unnoticed on {case!r}: total variation {tv:.2e}"
+
+
+def test_a_q_not_the_one_drawn_from_is_caught_where_the_draft_is_scaled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken: the draft draws at T × scale but hands verify q at T (a q recomputed for
+    display or verify without the calibration). Only the scaled case can see it: at T = 1
+    with scale 1 the two q are the same, and the plain case passes the same mutant."""
+    from specviz.core import drafters as drafters_mod
+
+    broken = mutant(drafters_mod.ModelDrafter, ("            rows.append(q)\n",
+                                                "            rows.append(torch.softmax("
+                                                "logits.float(), -1).cpu())\n"))
+    monkeypatch.setattr(drafters_mod.ModelDrafter, "propose", broken.propose)
+    assert distance(CASES["K 1, T 1, whole tree"], monkeypatch) < TV_BOUND
+    tv = distance(CASES["draft at T x 0.6, K 2, T 1"], monkeypatch)
+    assert tv > 1e3 * TV_BOUND, f"the unscaled q went unnoticed: total variation {tv:.2e}"
 
 
 # ---------------------------------------------------------------------------------------------
