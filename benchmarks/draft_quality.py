@@ -208,6 +208,9 @@ def main() -> int:
           f"{d1:.2f} ms; draft/target = {d1 / t1:.3f} (goal <= 0.125)", flush=True)
     print(f"cost as the engine runs them (draft on FastLlama): target 1 token {e_t1:.1f} ms, "
           f"draft 1 token {e_d1:.2f} ms; draft/target = {e_d1 / e_t1:.3f}", flush=True)
+    if pair.draft_temperature_scale != 1.0:
+        print(f"the draft draws q at T × {pair.draft_temperature_scale:g} (its config's "
+              f"calibration; T = 0 unaffected)", flush=True)
 
     results: dict[str, Any] = {"command": " ".join(sys.argv), "cost": cost}
     for temperature, goal in ((0.0, 0.6), (1.0, 0.5)):

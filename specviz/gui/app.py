@@ -387,6 +387,9 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, description: str) -> None:
         self.busy.hide()
+        pair = self.controller.pair
+        self.controls.set_draft_temperature_scale(
+            pair.draft_temperature_scale if pair is not None else 1.0)
         self.status_label.setText(f"Ready: {description}")
         self.run_view.clear_error()  # a good pair: the last failure is history
         if self.run_view.record.started is None:

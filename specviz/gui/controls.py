@@ -64,6 +64,8 @@ RACE_HELP = ("Race: Run (F5) runs the speculative decoder, then the target alone
              "run's measured timestamps, with the measured speedup and, at T = 0, an identical "
              "text check. F7 races whether or not this is ticked.")
 
+SAMPLING_TITLE = "Sampling (same for p and q)"
+
 
 class WideComboBox(QComboBox):
     """A combo box that stays narrow but opens a list wide enough for whole names."""
@@ -202,7 +204,7 @@ class ControlsPanel(QWidget):
         form.addRow(self.load_button)
         col.addWidget(pair_box)
 
-        samp = QGroupBox("Sampling (same for p and q)")
+        samp = self.sampling_box = QGroupBox(SAMPLING_TITLE)
         form = QFormLayout(samp)
         self.k = QSpinBox()
         self.k.setRange(1, 16)
@@ -404,6 +406,11 @@ class ControlsPanel(QWidget):
 
     def prompt_text(self) -> str:
         return self.prompt.toPlainText()
+
+    def set_draft_temperature_scale(self, scale: float) -> None:
+        """Say when the loaded draft draws at T × its calibration instead of at T."""
+        self.sampling_box.setTitle(SAMPLING_TITLE if scale == 1.0 else
+                                   f"Sampling (q at T×{scale:g}: its calibration)")
 
     def set_pair(self, draft: str | None, target: str | None) -> None:
         """Models given on the command line: a custom pair."""

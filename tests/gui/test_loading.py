@@ -285,3 +285,22 @@ def test_a_newer_load_wins_and_a_reload_adopts_the_abandoned_one(qtbot, make_con
     qtbot.wait(50)
     assert len(loaded) == 1 and controller.pair_spec == b  # the late result was dropped
     assert slow.calls == 2  # b's load (same fake loader) plus a's single one
+
+
+def test_a_calibrated_draft_says_so_where_sampling_is_set(qtbot, make_window,
+                                                          tiny_pair) -> None:
+    """"Sampling (same for p and q)" would be untrue for a draft drawn at T × its scale."""
+    from dataclasses import replace
+
+    from specviz.gui.controls import SAMPLING_TITLE
+
+    window = make_window(lambda *a, **k: replace(tiny_pair, draft_temperature_scale=0.9))
+    with qtbot.waitSignal(window.controller.loaded, timeout=30000):
+        window.load_pair()
+    assert window.controls.sampling_box.title() == "Sampling (q at T×0.9: its calibration)"
+    window.controller.pair = None  # the next load is a plain draft
+    window.controller.loader = lambda *a, **k: tiny_pair
+    window.draft_edit.setText("tiny-draft-2")
+    with qtbot.waitSignal(window.controller.loaded, timeout=30000):
+        window.load_pair()
+    assert window.controls.sampling_box.title() == SAMPLING_TITLE
