@@ -136,7 +136,7 @@ def decoder_alpha(pair: Any, prompts: list[tuple[str, bool]], temperatures: tupl
 
 
 def best_scale(table: torch.Tensor, scales: tuple[float, ...]) -> float:
-    """The scale with the highest mean overlap over the temperatures (ties: nearest 1)."""
+    """The scale with the highest mean (α or overlap) over the temperatures (ties: nearest 1)."""
     mean = table.mean(0).tolist()
     top = max(mean)
     return min((s for s, m in zip(scales, mean, strict=True) if m == top),
@@ -159,9 +159,10 @@ def write_scale(folder: Path, scale: float) -> None:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="specviz distill calibrate",
-        description="Fit the temperature scale a draft is drawn at (q at T × scale) on the "
-                    "target's answers to training-side prompts; --write stores it in the "
-                    "draft's config.json.")
+        description="Fit the temperature scale a draft is drawn at (q at T × scale) by α "
+                    "through the decoder (or the one-token overlap) on hand-written "
+                    "calibration prompts, training prompts or a file; --write stores it in "
+                    "the draft's config.json.")
     p.add_argument("--draft", default="smollm2-135m-draft", help="a draft folder or alias")
     p.add_argument("--target", default="smollm2-135m")
     p.add_argument("--measure", choices=["decoder", "overlap"], default="decoder",

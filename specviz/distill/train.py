@@ -565,7 +565,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="specviz distill",
         description="Train a small draft model for a target by distillation (CPU-friendly, "
-                    "resumable: run the same command again to continue).")
+                    "resumable: run the same command again to continue). Also: `specviz "
+                    "distill teacher --help` (teacher rows by the million) and `specviz "
+                    "distill calibrate --help` (the draft's temperature scale).")
     p.add_argument("--target", required=True, help="hub id, model folder or .gguf file "
                    "(smollm2-135m: the bundled target)")
     p.add_argument("--out", required=True, help="folder to write the draft to")
