@@ -184,6 +184,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _error(message: str) -> int:
+    print(f"specviz distill calibrate: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     from specviz.core.errors import SpecvizError
@@ -194,25 +199,18 @@ def main(argv: list[str]) -> int:
         scales = (tuple(float(x) for x in args.scales.split(",")) if args.scales else
                   DECODER_SCALES if args.measure == "decoder" else OVERLAP_SCALES)
     except ValueError:
-        print("specviz distill calibrate: error: --temperatures and --scales take numbers "
-              "separated by commas", file=sys.stderr)
-        return 2
+        return _error("--temperatures and --scales take numbers separated by commas")
     if min(temperatures) <= 0 or min(scales) <= 0:
-        print("specviz distill calibrate: error: temperatures and scales must be > 0",
-              file=sys.stderr)
-        return 2
+        return _error("temperatures and scales must be > 0")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         found = locate(args.draft)
         if args.write and found.how != "folder":
-            print(f"specviz distill calibrate: error: --write needs a draft folder on disk; "
-                  f"{args.draft!r} is not one", file=sys.stderr)
-            return 2
+            return _error(f"--write needs a draft folder on disk; {args.draft!r} is not one")
         pair = load_pair(found, args.target, device="cpu", dtype="float32")
     except SpecvizError as exc:
-        print(f"specviz distill calibrate: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
     assert pair.draft is not None
     torch.manual_seed(args.seed)
     t0 = time.time()

@@ -189,10 +189,8 @@ class RaceRunner(QObject):
     def _hold(self, on: bool) -> None:
         """The main window's run view draws nothing while the race measures (RunView.hold)."""
         view = getattr(self.window, "run_view", None)
-        if view is not None and on:
-            view.hold()
-        elif view is not None:
-            view.release()
+        if view is not None:
+            view.hold() if on else view.release()
 
     def _end(self) -> None:
         self.phase = ""

@@ -37,8 +37,8 @@ def sequences(vocab: int, n: int = 6, length: int = 10) -> list[tuple[list[int],
 
 
 def check_fit(table_fn: Callable[..., torch.Tensor]) -> None:
-    """A draft whose logits are the target's × f is the target at T × 1/f... drawn at T × f
-    it is p exactly: the fit must find f, and the overlap there must be 1."""
+    """A draft whose logits are the target's × f, drawn at T × f, is p exactly: the fit must
+    find f, and the overlap there must be 1."""
     target = tiny_llama(12, seed=2, hidden=16, layers=1, sharpness=3.0)
     seqs = sequences(12)
     for factor in (0.5, 2.0):
