@@ -413,19 +413,17 @@ def test_a_failing_target_alone_run_is_one_line(tiny_models: tuple[Path, Path],
 
 
 RACE = sys.modules["specviz.core.race"]
+LINEUP = sys.modules["specviz.core.lineup"]
 CLI = sys.modules["specviz.cli"]
 RACE_MUTANTS = {
+    # The race runs as the two-lane lineup (core/lineup.py's run_lineup).
     "the target alone with another seed": (
-        test_race_json_is_a_race_recording, RACE, "run_race",
-        [("yield from guarded(AutoregressiveDecoder(pair, settings)",
-          "yield from guarded(AutoregressiveDecoder(\n"
-          "        pair, replace(settings, seed=settings.seed + 1))")]),
+        test_race_json_is_a_race_recording, LINEUP, "run_lineup",
+        [("settings=replace(lane.settings, seed=seed))",
+          "settings=replace(lane.settings, seed=seed + (lane.mode == 'baseline')))")]),
     "the target alone first": (
-        test_race_json_is_a_race_recording, RACE, "run_race",
-        [("for event in guarded(SpeculativeDecoder(pair, settings)",
-          "for event in guarded(AutoregressiveDecoder(pair, settings)"),
-         ("yield from guarded(AutoregressiveDecoder(pair, settings)",
-          "yield from guarded(SpeculativeDecoder(pair, settings)")]),
+        test_race_json_is_a_race_recording, LINEUP, "run_lineup",
+        [("for lane in lanes:", "for lane in reversed(lanes):")]),
     "the speedup divided the other way": (
         test_race_summary_divides_per_token_times_and_names_a_difference, RACE, "Race",
         [("return speedup_vs_run(self.speculative.finished.summary.tokens_per_s,\n"

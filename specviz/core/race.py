@@ -12,12 +12,13 @@ field: every reader that reads two runs reads a race, and :func:`as_race` recogn
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from .events import Event, Round, RunFailed, RunFinished, RunStarted, Settings
+from . import lineup as _lineup
+from .events import Event, RunStarted, Settings
+from .lineup import LaneSpec, Lineup, LineupDecoder, Side, split_runs
 from .speed import speedup_vs_run
 
 # The settings both runs must share (K and the drafter only concern the speculative one).
@@ -26,75 +27,19 @@ SHARED_SETTINGS = ("temperature", "top_k", "top_p", "max_new_tokens", "seed")
 
 def run_race(pair: object, settings: Settings, prompt: str,
              stop: threading.Event | None = None) -> Iterator[Event]:
-    """Speculative run, then (if it finished) the target alone: events of both, in order."""
-    from .engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
+    """Speculative run, then (if it finished) the target alone: events of both, in order.
 
-    if settings.seed is None:  # both runs must draw from the same seed
-        settings = replace(settings, seed=int.from_bytes(os.urandom(4), "little"))
-    finished = False
-    for event in guarded(SpeculativeDecoder(pair, settings).run(prompt, stop)):  # type: ignore[arg-type]
-        finished = isinstance(event, RunFinished)
-        yield event
-    if not finished or (stop is not None and stop.is_set()):
-        return  # a failed or stopped speculative run: no race to finish
-    # The target alone starts only now: the two runs never share the cores.
-    yield from guarded(AutoregressiveDecoder(pair, settings).run(prompt, stop))  # type: ignore[arg-type]
+    The two-lane case of :func:`~specviz.core.lineup.run_lineup`."""
+    lanes = (LaneSpec(settings), LaneSpec(settings, mode="baseline"))
+    return _lineup.run_lineup(pair, lanes, prompt, stop)  # looked up here: tests swap it
 
 
-class RaceDecoder:
+class RaceDecoder(LineupDecoder):
     """A decoder-shaped race, for a worker that calls ``run(prompt, stop)``."""
 
     def __init__(self, pair: object, settings: Settings) -> None:
-        self.pair = pair
+        super().__init__(pair, (LaneSpec(settings), LaneSpec(settings, mode="baseline")))
         self.settings = settings
-
-    def run(self, prompt: str, stop: threading.Event | None = None) -> Iterator[Event]:
-        return run_race(self.pair, self.settings, prompt, stop)
-
-
-@dataclass(frozen=True)
-class Side:
-    """One run of a race: its events and where it stands at a shared time."""
-
-    started: RunStarted
-    rounds: tuple[Round, ...]
-    finished: RunFinished | None
-    failed: RunFailed | None = None
-
-    @property
-    def events(self) -> list[Event]:
-        tail: list[Event] = [e for e in (self.finished, self.failed) if e is not None]
-        return [self.started, *self.rounds, *tail]
-
-    @property
-    def duration_s(self) -> float:
-        """The run's own measured wall time (its last round's time if it did not finish)."""
-        if self.finished is not None:
-            return self.finished.summary.wall_time_s
-        return self.rounds[-1].elapsed_s if self.rounds else 0.0
-
-    def rounds_at(self, t: float) -> int:
-        """Rounds done by time ``t`` of the run's own clock."""
-        n = 0
-        for rnd in self.rounds:  # elapsed_s only grows
-            if rnd.elapsed_s > t:
-                break
-            n += 1
-        return n
-
-    def tokens_at(self, t: float) -> int:
-        n = self.rounds_at(t)
-        return self.rounds[n - 1].n_generated if n else 0
-
-    def done_at(self, t: float) -> bool:
-        return self.finished is not None and t >= self.duration_s
-
-    def tokens_per_s_at(self, t: float) -> float:
-        """Tokens so far ÷ time so far on the shared clock (the final figure once done)."""
-        if self.done_at(t):
-            assert self.finished is not None
-            return self.finished.summary.tokens_per_s
-        return self.tokens_at(t) / t if t > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -105,8 +50,13 @@ class Race:
     baseline: Side
 
     @property
+    def lineup(self) -> Lineup:
+        """The race as the two-lane lineup it is."""
+        return Lineup((self.speculative, self.baseline))
+
+    @property
     def duration_s(self) -> float:
-        return max(self.speculative.duration_s, self.baseline.duration_s)
+        return self.lineup.duration_s
 
     @property
     def complete(self) -> bool:
@@ -149,28 +99,6 @@ class Race:
     def events(self) -> list[Event]:
         """The race recording: both runs, speculative first."""
         return [*self.speculative.events, *self.baseline.events]
-
-
-def split_runs(events: Sequence[Event]) -> list[Side]:
-    """The runs of a recording (a RunFailed outside any run is left out)."""
-    runs: list[Side] = []
-    started: RunStarted | None = None
-    rounds: list[Round] = []
-    for event in events:
-        if isinstance(event, RunStarted):
-            if started is not None:  # a run cut short, then another began
-                runs.append(Side(started, tuple(rounds), None))
-            started, rounds = event, []
-        elif isinstance(event, Round) and started is not None:
-            rounds.append(event)
-        elif isinstance(event, RunFinished | RunFailed) and started is not None:
-            finished = event if isinstance(event, RunFinished) else None
-            failed = event if isinstance(event, RunFailed) else None
-            runs.append(Side(started, tuple(rounds), finished, failed))
-            started, rounds = None, []
-    if started is not None:
-        runs.append(Side(started, tuple(rounds), None))
-    return runs
 
 
 def same_race(a: RunStarted, b: RunStarted) -> bool:

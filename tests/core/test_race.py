@@ -115,25 +115,29 @@ def test_what_is_not_a_race() -> None:
 
 
 RACE = sys.modules["specviz.core.race"]
+LINEUP = sys.modules["specviz.core.lineup"]
+# The race is the two-lane lineup: its runner and its sides' clock live in core/lineup.py.
 MUTANTS = {
     "seed drawn per run": (
         lambda: test_race_runs_speculative_then_target_alone_with_the_same_seed(_tiny()),
-        "run_race", [("if settings.seed is None:", "if False:")]),
+        LINEUP, "run_lineup", [("settings=replace(lane.settings, seed=seed))",
+                                "settings=lane.settings)")]),
     "target alone despite a stop": (
         lambda: test_a_stopped_speculative_run_starts_no_target_run(_tiny()),
-        "run_race", [("if not finished or (stop is not None and stop.is_set()):", "if False:")]),
+        LINEUP, "run_lineup",
+        [("if not finished or (stop is not None and stop.is_set()):", "if False:")]),
     "clock counts a round before its time": (
-        test_race_clock_and_figures_from_each_sides_own_timestamps, "Side",
+        test_race_clock_and_figures_from_each_sides_own_timestamps, LINEUP, "Side",
         [("if rnd.elapsed_s > t:", "if rnd.elapsed_s > t + 0.1:")]),
-    "identity always ✓": (test_identity_check_compares_the_ids, "Race",
+    "identity always ✓": (test_identity_check_compares_the_ids, RACE, "Race",
                           [("return self.speculative.finished.generated_ids == "
                             "self.baseline.finished.generated_ids", "return True")]),
-    "seed not compared": (test_what_is_not_a_race, "SHARED_SETTINGS", None),
+    "seed not compared": (test_what_is_not_a_race, RACE, "SHARED_SETTINGS", None),
     "identity only checked at T > 0": (
-        lambda: test_a_greedy_race_shows_identical_text(_tiny()), "Race",
+        lambda: test_a_greedy_race_shows_identical_text(_tiny()), RACE, "Race",
         [("if not self.greedy or not self.complete:", "if self.greedy or not self.complete:")]),
     "a run's last round lost when split": (
-        test_a_race_recording_reads_back_as_the_same_race, "split_runs",
+        test_a_race_recording_reads_back_as_the_same_race, RACE, "split_runs",
         [("runs.append(Side(started, tuple(rounds), finished, failed))",
           "runs.append(Side(started, tuple(rounds[:-1]), finished, failed))")]),
 }
@@ -147,10 +151,10 @@ def _tiny() -> ModelPair:
 
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    test, attr, edits = MUTANTS[name]
+    test, module, attr, edits = MUTANTS[name]
     broken = ("temperature", "top_k", "top_p", "max_new_tokens") if edits is None else \
-        mutant(getattr(RACE, attr), *edits)
-    monkeypatch.setattr(RACE, attr, broken)
+        mutant(getattr(module, attr), *edits)
+    monkeypatch.setattr(module, attr, broken)
     if attr in ("run_race", "split_runs"):
         monkeypatch.setitem(globals(), attr, broken)
     with pytest.raises(AssertionError):
