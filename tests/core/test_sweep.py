@@ -1,0 +1,145 @@
+"""A sweep: measured speedup and α per K beside E[tokens per round] ÷ (K·c + v(K))."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from specviz.core.events import Settings
+from specviz.core.models import ModelPair
+from specviz.core.sweep import (
+    BASELINE,
+    Measured,
+    Sample,
+    k_points,
+    measure,
+    run_sweep,
+    samples_from_json,
+    schedule,
+    summarize,
+    to_csv,
+    to_json,
+)
+from tests.gui.scripted import speculative_events
+from tests.mutation import mutant
+
+BASE = Settings(temperature=0.0, max_new_tokens=8)
+
+
+def run(tokens: int, wall: float, tested: int = 0, accepted: int = 0, draft_s: float = 0.0,
+        draft_tokens: int = 0, verify_s: float = 0.0, passes: int = 0) -> Measured:
+    return Measured(tokens=tokens, wall_s=wall, rounds=passes + 1, drafted=draft_tokens,
+                    tested=tested, accepted=accepted, forward_s=wall / 2, draft_s=draft_s,
+                    draft_tokens=draft_tokens, verify_s=verify_s, verify_passes=passes)
+
+
+def hand_samples() -> list[Sample]:
+    """Target alone: 10 tokens in 1 s, 5 later passes of 0.1 s (step 0.1 s). K 2: 6 of 8
+    tested kept, 8 drafts in 0.08 s, 5 passes in 0.6 s, 10 tokens in 0.5 s. K 4: 4 of 8 kept,
+    16 drafts in 0.16 s, 5 passes in 0.7 s, 10 tokens in 0.4 s."""
+    return [Sample(BASELINE, 0, 0, run(10, 1.0, verify_s=0.5, passes=5)),
+            Sample(0, 0, 0, run(10, 0.5, 8, 6, 0.08, 8, 0.6, 5)),
+            Sample(1, 0, 0, run(10, 0.4, 8, 4, 0.16, 16, 0.7, 5))]
+
+
+def test_the_prediction_matches_a_hand_computation() -> None:
+    result = summarize(k_points(BASE, [2, 4]), hand_samples())
+    k2, k4 = result.rows
+    assert result.step_s == pytest.approx(0.1)
+    # α pooled over both K (10 of 16), c = (0.24 s / 24 drafts) / 0.1 s = 0.1,
+    # v(2) = 0.12 s / 0.1 s = 1.2, v(4) = 0.14 s / 0.1 s = 1.4.
+    assert (k2.c, k2.v, k4.v) == pytest.approx((0.1, 1.2, 1.4))
+    # K 2: (1 + .625 + .390625) / (2·0.1 + 1.2) = 2.015625 / 1.4
+    assert k2.predicted == pytest.approx(1.4397321428571428)
+    # K 4: (1 + .625 + .390625 + .244140625 + .152587890625) / (4·0.1 + 1.4) = 2.4123535 / 1.8
+    assert k4.predicted == pytest.approx(1.3401963975694444)
+    # Measured: 20 and 25 tok/s against 10 tok/s.
+    assert (k2.speedup, k4.speedup) == pytest.approx((2.0, 2.5))
+    assert (k2.alpha, k4.alpha) == pytest.approx((0.75, 0.5))  # each point's own α, shown
+    assert k2.gap == pytest.approx(2.0 / 1.4397321428571428 - 1)
+    assert (result.best, result.best_predicted) == (1, 0)
+    assert result.complete
+    csv = to_csv(result).splitlines()
+    assert csv[0].startswith("label,k,runs,alpha") and csv[2].endswith(",measured")
+
+
+def test_c_v_and_the_step_leave_out_the_first_round() -> None:
+    m = measure(speculative_events())
+    # Rounds 1-3 of the scripted run: drafts 3 + 3 + 2 in 0.03 + 0.03 + 0.02 s, 3 passes.
+    assert (m.draft_tokens, m.verify_passes) == (8, 3)
+    assert (m.draft_s, m.verify_s) == pytest.approx((0.08, 0.15))
+    assert (m.tokens, m.accepted, m.rounds) == (10, 6, 4)
+
+
+def test_the_schedule_interleaves_and_rotates() -> None:
+    order = schedule(2, 2, 2)
+    assert sorted(order) == sorted({(j, p, r) for j in (BASELINE, 0, 1) for p in (0, 1)
+                                    for r in (0, 1)})
+    firsts = [order[i][0] for i in range(0, len(order), 3)]
+    assert firsts == [BASELINE, 0, 1, BASELINE]  # no point always runs first
+
+
+def test_a_sweep_runs_streams_resumes_and_round_trips(tiny_pair: ModelPair) -> None:
+    points = k_points(BASE, [1, 3])
+    prompts = ["the cat", "a dog ran"]
+    samples = list(run_sweep(tiny_pair, points, prompts, repeats=1, warm_up=False))
+    assert sorted(s.key for s in samples) == sorted(schedule(2, 2, 1))
+    result = summarize(points, samples, n_prompts=2)
+    assert result.complete and result.step_s > 0
+    assert [r.identical for r in result.rows] == [2, 2]  # T = 0: the target alone's ids
+    assert all(r.predicted > 0 and r.speedup > 0 for r in result.rows)
+    # Resume: only what is missing runs.
+    half = samples[:3]
+    rest = list(run_sweep(tiny_pair, points, prompts, done={s.key for s in half},
+                          warm_up=False))
+    assert sorted(s.key for s in half + rest) == sorted(schedule(2, 2, 1))
+    back = samples_from_json(to_json(result))
+    assert back == samples
+    # A stop ends it after the run in flight, keeping nothing of that run.
+    stop = threading.Event()
+    stop.set()
+    assert list(run_sweep(tiny_pair, points, prompts, stop=stop, warm_up=False)) == []
+
+
+def test_a_partial_sweep_summarises_what_it_has() -> None:
+    result = summarize(k_points(BASE, [2, 4]), hand_samples()[:2], n_prompts=1)
+    assert not result.complete and result.rows[1].runs == 0 and result.rows[1].speedup == 0
+    assert result.best == 0
+
+
+SWEEP = sys.modules["specviz.core.sweep"]
+MUTANTS = {
+    "α of each point alone, not pooled over K": (
+        test_the_prediction_matches_a_hand_computation, "summarize",
+        [("pool = groups[_group(point.settings)]", "pool = runs")]),
+    "v not in steps": (
+        test_the_prediction_matches_a_hand_computation, "summarize",
+        [("/ passes / step if passes", "/ passes if passes")]),
+    "speedup divided the other way": (
+        test_the_prediction_matches_a_hand_computation, "summarize",
+        [("ratios = [speedup_vs_run(s.run.tokens_per_s, base[(s.prompt, s.repeat)].tokens_per_s)",
+          "ratios = [speedup_vs_run(base[(s.prompt, s.repeat)].tokens_per_s, s.run.tokens_per_s)"
+          )]),
+    "the first round (the prompt pass) counted": (
+        test_c_v_and_the_step_leave_out_the_first_round, "measure",
+        [("later = rounds[1:]", "later = rounds")]),
+    "no rotation": (test_the_schedule_interleaves_and_rotates, "schedule",
+                    [("shift = (rep * n_prompts + prompt) % len(jobs)", "shift = 0")]),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    test, attr, edits = MUTANTS[name]
+    broken = mutant(getattr(SWEEP, attr), *edits)
+    monkeypatch.setitem(globals(), attr, broken)
+    with pytest.raises(AssertionError):
+        test()
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"runs": [{"point": 0}]}', '{"runs": 3}'])
+def test_a_file_that_is_no_sweep_is_one_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match="not a sweep file"):
+        samples_from_json(text)
