@@ -1,31 +1,119 @@
-"""The core layer stays Qt-free (the import-linter contract in pyproject.toml, checked here too)."""
+"""The layers keep apart: core is Qt-free and imports neither the GUI nor distill; distill never
+imports the GUI (the import-linter contracts in pyproject.toml, checked here too without it).
+
+Relative imports are resolved against the file's package, so ``from .. import gui`` counts as
+importing ``specviz.gui``; a broken checker that reads only ``from X`` (not what is imported
+from it) misses that line, and the sample check below rejects it.
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "specviz" / "core"
-FORBIDDEN = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "specviz.gui", "specviz.distill")
+import pytest
+
+from tests.mutation import mutant
+
+PACKAGE = Path(__file__).resolve().parents[1] / "specviz"
+QT = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph")
+FORBIDDEN = {
+    "core": QT + ("specviz.gui", "specviz.distill"),
+    "distill": QT + ("specviz.gui",),
+}
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every module the source imports, absolute (relative ones resolved against ``package``).
+
+    ``from A import b`` counts both ``A`` and ``A.b``: ``b`` may be a submodule.
+    """
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(("." * node.level) + node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + [node.module or ""])
+            else:
+                base = node.module or ""
+            base = base.strip(".")
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
-def test_core_imports_no_qt_no_gui_no_distill() -> None:
-    files = sorted(CORE.rglob("*.py"))
-    assert len(files) >= 5
-    bad = {
-        f"{path.name}: {name}"
-        for path in files
-        for name in imported_modules(path)
-        if name.startswith(FORBIDDEN) or name.lstrip(".").startswith(("gui", "distill"))
-    }
+def is_forbidden(name: str, forbidden: tuple[str, ...]) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in forbidden)
+
+
+def forbidden_imports(finder: object, source: str, package: str,
+                      forbidden: tuple[str, ...]) -> set[str]:
+    assert callable(finder)
+    return {name for name in finder(source, package) if is_forbidden(name, forbidden)}
+
+
+# Lines a module in specviz.core must not hold, then lines it may (package, source).
+BAD = [
+    "import PySide6.QtCore",
+    "from PySide6 import QtCore",
+    "import pyqtgraph as pg",
+    "import specviz.gui.app",
+    "from specviz.gui import app",
+    "from specviz import gui",
+    "from specviz import distill",
+    "from ..gui import app",
+    "from ..gui.app import MainWindow",
+    "from .. import gui",
+    "from .. import distill",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import gui",
+]
+GOOD = [
+    "import torch",
+    "from . import events",
+    "from .events import Round",
+    "from ..core import engine",
+    "from specviz.core.events import Settings",
+    "from .guide import notes",  # a name that only starts like gui
+]
+
+
+def check_samples(finder: object) -> None:
+    forbidden = FORBIDDEN["core"]
+    missed = [s for s in BAD if not forbidden_imports(finder, s, "specviz.core", forbidden)]
+    assert not missed, f"not caught: {missed}"
+    flagged = [s for s in GOOD if forbidden_imports(finder, s, "specviz.core", forbidden)]
+    assert not flagged, f"wrongly caught: {flagged}"
+    # distill may import core, never the GUI, however it spells the import.
+    assert forbidden_imports(finder, "from .. import gui", "specviz.distill",
+                             FORBIDDEN["distill"])
+    assert not forbidden_imports(finder, "from ..core import engine", "specviz.distill",
+                                 FORBIDDEN["distill"])
+
+
+def test_the_checker_sees_every_spelling_of_a_forbidden_import() -> None:
+    check_samples(imported_modules)
+
+
+def test_the_sample_check_rejects_a_checker_that_ignores_imported_names() -> None:
+    # Reads only ``from X``: ``from .. import gui`` looks like ``import specviz``.
+    broken = mutant(imported_modules,
+                    ('names.update(f"{base}.{alias.name}" for alias in node.names)', "pass"))
+    with pytest.raises(AssertionError, match="from .. import gui"):
+        check_samples(broken)
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_nothing_forbidden(layer: str) -> None:
+    files = sorted((PACKAGE / layer).rglob("*.py"))
+    assert len(files) >= 5, files
+    bad = set()
+    for path in files:
+        rel = path.relative_to(PACKAGE.parent)
+        package = ".".join(rel.parts[:-1])  # the folder, for a module and an __init__ alike
+        source = path.read_text(encoding="utf-8")
+        bad |= {f"{rel}: {name}"
+                for name in forbidden_imports(imported_modules, source, package,
+                                              FORBIDDEN[layer])}
     assert not bad, bad

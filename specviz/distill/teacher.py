@@ -245,16 +245,16 @@ class PromptMaker:
             # pass costs max_prompt_tokens steps whatever its batch, so ask for plenty).
             wanted = [(k, rng.choice(self._openers(k))) for k, c in need.items()
                       for _ in range(2 * c)]
-            for p in self._sample(wanted, rng, gen):
-                if p is None or not need.get(p.source) or not self.usable(p):
+            for made in self._sample(wanted, rng, gen):
+                if made is None or not need.get(made.source) or not self.usable(made):
                     continue
-                key = prompt_key(p.text)
+                key = prompt_key(made.text)
                 if key in seen or key in keys_here:
                     continue
                 keys_here.add(key)
                 seen.add(key)
-                out.append(p)
-                need[p.source] -= 1
+                out.append(made)
+                need[made.source] -= 1
         short = n - len(out)
         fill = [p for pool in self.listed.values() for p in pool]
         if short > 0 and fill:  # the target wrote too few usable prompts: top up from lists
@@ -268,7 +268,9 @@ def generate_prompts(model: Any, tokenizer: Any, n: int, seed: int, mix: dict[st
     """The prompt-generation stage alone: ``n`` prompts of the mix (sampled ones distinct)."""
     maker = PromptMaker(model, tokenizer, mix, evaluation or EvalFilter(), **kw)
     gen = torch.Generator(model.device).manual_seed(seed)
-    rng, seen, out = random.Random(seed), set(), []
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    out: list[Prompt] = []
     while len(out) < n:
         out += maker.make(min(batch, n - len(out)), rng, gen, seen)
     return out[:n]

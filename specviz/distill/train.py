@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from specviz.core.errors import SpecvizError
 from specviz.core.models import VOCAB_MAP_FILE, draft_id_table
@@ -229,10 +230,17 @@ def widen_vocab(student: Any, target: Any, target_ids: list[int], oov: int,
                              for k in missing):
         raise RuntimeError(f"--widen-vocab: the draft's weights do not fit a {type(wide).__name__} "
                            f"(missing {missing}, unexpected {unexpected})")
+    embeddings = wide.get_input_embeddings()
+    if not isinstance(embeddings, nn.Embedding):
+        raise RuntimeError(f"--widen-vocab: {type(wide).__name__}'s input embeddings are a "
+                           f"{type(embeddings).__name__}, not an embedding table")
     with torch.no_grad():
-        wide.get_input_embeddings().weight.copy_(rows)
+        embeddings.weight.copy_(rows)
         wide.tie_weights()
-    return wide.to(torch.float32), new_ids, new_pos[target_ids[oov]]
+    # In place; through nn.Module's signature (transformers' @wraps override hides it from mypy).
+    module: nn.Module = wide
+    module.to(torch.float32)
+    return wide, new_ids, new_pos[target_ids[oov]]
 
 
 # ---------------------------------------------------------------- batches and loss

@@ -75,8 +75,9 @@ def test_check_rejects_broken_products(name: str) -> None:
     if name.startswith("oneDNN") and not torch.backends.mkldnn.is_available():
         pytest.skip("torch built without oneDNN")
     real, edit = BROKEN[name]
+    broken = mutant(real, edit)  # outside pytest.raises: a vanished site must fail, not pass
     with pytest.raises((AssertionError, RuntimeError)):
-        check_matches_linear(mutant(real, edit))
+        check_matches_linear(broken)
 
 
 def test_output_is_contiguous() -> None:
@@ -102,8 +103,9 @@ def test_plan_rule() -> None:
     ("min(others, key=lambda n: others[n])", "max(others, key=lambda n: others[n])"),
 ])
 def test_plan_rule_check_rejects_broken_rules(edit: tuple[str, str]) -> None:
+    broken = mutant(choose_plan, edit)  # outside pytest.raises, as above
     with pytest.raises(AssertionError):
-        check_plan_rule(mutant(choose_plan, edit))
+        check_plan_rule(broken)
 
 
 def _routed(layer: DecodeLinear, rows: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
