@@ -1,0 +1,121 @@
+"""specviz-explore: lineup, sweep, set and diagnose on tiny models saved to disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from specviz.core.errors import InputError
+from specviz.core.events import Settings
+from specviz.core.lineup import as_lineup
+from specviz.core.recording import read_recording
+from specviz.explore_cli import main, parse_config
+from tests.tiny import tiny_llama, word_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("models")
+    tok = word_tokenizer()
+    folders = []
+    for name, seed in (("draft", 1), ("target", 2)):
+        model = tiny_llama(len(tok), seed=seed, dtype=torch.float32, sharpness=8.0)
+        model.save_pretrained(base / name)
+        tok.save_pretrained(base / name)
+        folders.append(base / name)
+    return folders[0], folders[1]
+
+
+def models(tiny_models: tuple[Path, Path]) -> list[str]:
+    draft, target = tiny_models
+    return ["--draft", str(draft), "--target", str(target), "--device", "cpu",
+            "--max-new-tokens", "8", "--no-chat"]
+
+
+def test_configurations_parse_over_the_defaults() -> None:
+    base = Settings(k=4, drafter="hybrid", k_policy="cost", temperature=0.0)
+    s = parse_config("k=2, policy=fixed drafter=model", base)
+    assert (s.k, s.k_policy, s.drafter, s.temperature) == (2, "fixed", "model", 0.0)
+    assert parse_config("t=0.7 lenience=0.5", base).lenience == 0.5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("k=", "key=value"), ("kk=3", "no setting 'kk'"), ("k=two", "k must be an integer"),
+    ("k=40", "K must be between"), ("seed=3", "shared by every run"),
+    ("drafter=magic", "drafter must be one of"), ("", "empty configuration"),
+])
+def test_a_bad_configuration_is_one_message(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_config(text, Settings())
+
+
+def test_a_lineup_prints_its_ranking_and_saves_a_recording(
+        tiny_models: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "lineup.jsonl"
+    assert main(["lineup", "k=1 k_policy=fixed drafter=model", "k=3 k_policy=fixed drafter=model",
+                 "--prompt", "the cat", "--save", str(saved), *models(tiny_models)]) == 0
+    out = capsys.readouterr().out
+    assert "model, K 1, greedy" in out and "model, K 3, greedy" in out and "target alone" in out
+    assert out.count("yes") == 2  # T = 0: both lanes give the target alone's ids
+    lineup = as_lineup(read_recording(saved))
+    assert lineup is not None and len(lineup.lanes) == 3 and lineup.complete
+
+
+def test_a_sweep_writes_csv_json_and_png_and_resumes(
+        tiny_models: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv, js, png = tmp_path / "s.csv", tmp_path / "s.json", tmp_path / "s.png"
+    assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--csv", str(csv), "--json",
+                 str(js), "--png", str(png), *models(tiny_models)]) == 0
+    out = capsys.readouterr().out
+    assert "K 1" in out and "K 2" in out and "← best" in out
+    assert csv.read_text().splitlines()[0].startswith("label,k,runs,alpha")
+    assert json.loads(js.read_text())["samples"] == 3
+    assert Image.open(png).size == (960, 600)
+    # Resuming a finished sweep runs nothing more and gives the same table.
+    assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--resume", str(js),
+                 *models(tiny_models)]) == 0
+    assert "3/3 runs" in capsys.readouterr().out
+
+
+def test_a_prompt_set_table_and_files(tiny_models: tuple[Path, Path], tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"question_id": i, "category": c, "turns": [t]})
+                                 for i, (c, t) in enumerate([("a", "the cat"), ("b", "a dog"),
+                                                             ("a", "the sun")])))
+    md = tmp_path / "t.md"
+    assert main(["set", str(prompts), "--config", "k=2 drafter=model k_policy=fixed",
+                 "--markdown", str(md), *models(tiny_models)]) == 0
+    out = capsys.readouterr().out
+    assert "speedup (geomean)" in out and "2/2" in out and "1/1" in out and "3/3" in out
+    assert md.read_text().startswith("| category | configuration |")
+
+
+def test_diagnose_reads_a_recording(tiny_models: tuple[Path, Path], tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "l.jsonl"
+    assert main(["lineup", "k=4 drafter=model k_policy=fixed t=1", "k=2 drafter=model",
+                 "--no-baseline", "--prompt", "the cat", "--save", str(saved),
+                 *models(tiny_models)]) == 0
+    capsys.readouterr()
+    assert main(["diagnose", str(saved)]) == 0
+    assert "| position | reached | kept |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["diagnose", "/nonexistent.jsonl"], "cannot read"),
+    (["set", "/nonexistent.jsonl"], "cannot read"),
+    (["lineup", "k=2", "--no-baseline"], "A lineup runs 1 to 4 configurations"),
+    (["lineup", "k=2", "k=3", "k=4", "k=5", "k=6"], "A lineup runs 1 to 4 configurations"),
+    (["sweep", "--k", "1,x"], "--k must be comma-separated numbers"),
+    (["lineup", "k=2", "bogus=1"], "no setting 'bogus'"),
+])
+def test_bad_input_is_one_line(argv: list[str], message: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("specviz-explore: error:")
