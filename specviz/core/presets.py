@@ -28,13 +28,15 @@ DEFAULT_PAIR = next(iter(PRESETS))
 # The CLI's and the app's first prompt. The offline draft was distilled on filled-in prompt
 # templates; this is an unseen filling of one (specviz.distill.prompts.heldout_prompts), where it
 # keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower
-# than the target alone (README, "Prompts a user types are another matter").
+# than the target alone (benchmarks/results/undated-draft-quality-10240-ids.md, "Prompts a user
+# types are another matter").
 DEFAULT_PROMPT = "What are three interesting facts about the water cycle?"
 # How the CLI and the app draft unless told otherwise (events.Settings keeps "model" and
 # "fixed": what a recording without these fields was made with). Chosen from
-# benchmarks/drafters.py (README, "Drafters"): hybrid drafting (prompt lookup on a match of
-# 2+ tokens, up to DEFAULT_LOOKUP_K tokens, the draft model otherwise) with the cost policy
-# (each round the drafter and K, 0 included, with the most expected tokens per measured second).
+# benchmarks/drafters.py (docs/benchmarks.md, "Drafters and K policies"): hybrid drafting
+# (prompt lookup on a match of 2+ tokens, up to DEFAULT_LOOKUP_K tokens, the draft model
+# otherwise) with the cost policy (each round the drafter and K, 0 included, with the most
+# expected tokens per measured second).
 # The only combination near the best on all three prompt sets (T = 0, busy 2-core machine, 1
 # thread, geomean over the target alone): pasted text 1.42x (lookup fixed 1.54x, model fixed
 # 0.66x), template 2.03x (model fixed 1.88x, lookup fixed 0.94x), hand-written 0.95x (model
@@ -45,7 +47,8 @@ DEFAULT_K_POLICY = "cost"
 # prompt_lookup_num_tokens, for recordings made before). Under the cost policy it is only a
 # cap, and a copied span often runs past 10 tokens: on pasted text (12 prompts, T = 0, hybrid +
 # cost) 16 ran 2.05x the target alone against 1.86x with 10, in the same run; on hand-written
-# and template prompts the two were within 2% (benchmarks/drafters.py, README "Drafters").
+# and template prompts the two were within 2% (benchmarks/drafters.py;
+# benchmarks/results/2026-11-25-0246-drafters.md).
 DEFAULT_LOOKUP_K = 16
 # The app starts on the same measured best. It used to start on fixed K 4, so that every round
 # drafts something to look at, but that races at 0.88x of the target alone on hand-written

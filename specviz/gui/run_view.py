@@ -94,8 +94,8 @@ class RunView(QWidget):
     # drawn to its end). Beginning every round's bars (a round every ~50 ms here) took CPU the
     # decoder needs on this 2-core machine: live runs ran 30.0-32.0 tok/s against 32.1-40.8 at
     # 0.2 s (cost policy; fixed K 4: 25.9-27.3 against 30.0-32.0; benchmarks/app_race.py
-    # --live 3, README "The window"). Five rounds a second is still more than a room reads;
-    # stepped and staged rounds draw every round.
+    # --live 3, benchmarks/results/2026-11-25-0342-app-race.md). Five rounds a second is still
+    # more than a room reads; stepped and staged rounds draw every round.
     BARS_S = 0.2
 
     def __init__(self, parent: QWidget | None = None, frame_ms: int = FRAME_MS) -> None:

@@ -174,7 +174,7 @@ def test_heldout_prompts_are_disjoint_from_training_prompts() -> None:
 
 
 def test_default_prompt_is_held_out_for_the_shipped_draft() -> None:
-    # The README says the app opens on an unseen filling of a training template.
+    # docs/distill.md says the app opens on an unseen filling of a training template.
     assert (DEFAULT_PROMPT, True) in heldout_prompts()
     assert DEFAULT_PROMPT not in {text for text, _ in train_prompts()}
 
