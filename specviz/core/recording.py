@@ -14,8 +14,14 @@ written or a pipe can be shown live. Each line is checked before it becomes an e
 - the order of events within a run.
 
 Anything wrong raises one :class:`RecordingError` naming the line, e.g.
-``line 3: round.n_accepted must be an integer, got '2'``. Unknown extra fields are ignored,
-so old and newer recordings open; a recording without ``format`` is format 1.
+``line 3: round.n_accepted must be an integer, got '2'``, and carrying the good events read
+before it (a recording cut short by a crash is the one a user most wants to see:
+:func:`read_prefix` gives them with the error). Unknown extra fields are ignored, so old and
+newer recordings open; a recording without ``format`` is format 1.
+
+Reading is linear in the input: a line split over many chunks is joined once, when its
+newline comes, and one longer than ``MAX_LINE_BYTES`` is refused as soon as it gets there
+(every reader: the app's replay, the export, ``read_recording``).
 """
 
 from __future__ import annotations
@@ -66,12 +72,20 @@ EVENT_TYPES: dict[str, type] = {
 
 
 class RecordingError(ValueError):
-    """A recording that cannot be shown: one message naming the line and what is wrong."""
+    """A recording that cannot be shown: one message naming the line and what is wrong.
+
+    ``events``: the good events the failing call had decoded before the bad line, so a
+    caller that shows what it read loses none of them (the reader stays failed after).
+    """
 
     def __init__(self, message: str, line: int | None = None) -> None:
         super().__init__(f"line {line}: {message}" if line is not None else message)
         self.line = line
         self.reason = message
+        self.events: list[Event] = []
+
+
+TOO_LONG = f"longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB: not a recording"
 
 
 class _Invalid(Exception):
@@ -302,7 +316,11 @@ class RecordingReader:
         self.rounds = 0  # rounds in the current run
         self.error: RecordingError | None = None
         self._started: RunStarted | None = None
-        self._partial = b""
+        # The line still open (no newline yet), as the pieces it came in: joined once, when
+        # it ends, so a long line costs its length, not its length times its pieces.
+        self._pieces: list[bytes] = []
+        self._partial_bytes = 0
+        self.scanned = 0  # bytes looked at for newlines or joined (linear in the input)
 
     @property
     def complete(self) -> bool:
@@ -312,25 +330,56 @@ class RecordingReader:
     def feed(self, chunk: bytes) -> list[Event]:
         """Events from the complete lines in ``chunk`` (plus what an earlier chunk left)."""
         self._raise_if_failed()
-        data = self._partial + chunk
-        *lines, self._partial = data.split(b"\n")
-        if len(self._partial) > MAX_LINE_BYTES:
-            self._fail(f"longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB: not a recording",
-                       self.line + 1)
         out: list[Event] = []
-        for line in lines:
+        try:
+            self._feed(chunk, out)
+        except RecordingError as exc:
+            exc.events = out  # decoded before the bad line: the caller keeps them
+            raise
+        return out
+
+    def _feed(self, chunk: bytes, out: list[Event]) -> None:
+        end = chunk.find(b"\n")
+        self.scanned += len(chunk) if end < 0 else end + 1
+        if end < 0:  # the open line goes on
+            if chunk:
+                self._pieces.append(chunk)
+            self._partial_bytes += len(chunk)
+            if self._partial_bytes > MAX_LINE_BYTES:
+                self._pieces, self._partial_bytes = [], 0
+                self._fail(TOO_LONG, self.line + 1)
+            return
+        first = b"".join([*self._pieces, chunk[:end]]) if self._pieces else chunk[:end]
+        self.scanned += len(first) if self._pieces else 0
+        self._pieces, self._partial_bytes = [], 0
+        *lines, rest = chunk[end + 1:].split(b"\n")
+        self.scanned += len(chunk) - end - 1
+        for line in (first, *lines):
             event = self.feed_line(line)
             if event is not None:
                 out.append(event)
-        return out
+        if rest:
+            self._pieces, self._partial_bytes = [rest], len(rest)
+            if len(rest) > MAX_LINE_BYTES:
+                self._pieces, self._partial_bytes = [], 0
+                self._fail(TOO_LONG, self.line + 1)
 
     def close(self) -> list[Event]:
         """The input ended: decode a last line without newline; fail if a run is open."""
         self._raise_if_failed()
         out: list[Event] = []
-        if self._partial:
-            partial, self._partial = self._partial, b""
-            event = self.feed_line(partial)
+        try:
+            self._close(out)
+        except RecordingError as exc:
+            exc.events = out
+            raise
+        return out
+
+    def _close(self, out: list[Event]) -> None:
+        if self._pieces:
+            partial = b"".join(self._pieces)
+            self._pieces, self._partial_bytes = [], 0
+            event = self.feed_line(partial, last=True)
             if event is not None:
                 out.append(event)
         if self.in_run:
@@ -340,16 +389,15 @@ class RecordingReader:
         if self.runs == 0:
             self._fail("the recording is empty: no events" if self.line == 0 else
                        "the recording holds no events", None if self.line == 0 else self.line)
-        return out
 
-    def feed_line(self, line: bytes | str) -> Event | None:
-        """The event on one line (None for a blank line)."""
+    def feed_line(self, line: bytes | str, last: bool = False) -> Event | None:
+        """The event on one line (None for a blank line); ``last``: the input ended within
+        it (no newline), so JSON that stops short means the file was cut there."""
         self._raise_if_failed()
         self.line += 1
         if isinstance(line, bytes):
             if len(line) > MAX_LINE_BYTES:
-                self._fail(f"longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB: not a "
-                           "recording", self.line)
+                self._fail(TOO_LONG, self.line)
             try:
                 line = line.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -362,6 +410,9 @@ class RecordingReader:
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge ints, deep nesting
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else \
                 "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            if last and self.line > 1 and line.lstrip().startswith("{"):
+                self._fail("the file ends in the middle of this event (cut short)",
+                           self.line)
             self._fail(f"not a JSON event ({reason})", self.line)
         try:
             event = self._event(data)
@@ -439,16 +490,38 @@ def read_lines(lines: Iterable[bytes | str]) -> Iterator[Event]:
 
 def read_recording(path: str | Path) -> list[Event]:
     """Every event of a recording file, checked; RecordingError names what is wrong."""
+    events, error = read_prefix(path)
+    if error is not None:
+        raise error
+    return events
+
+
+def read_prefix(path: str | Path) -> tuple[list[Event], RecordingError | None]:
+    """The good events of a recording file up to the first thing wrong, and what that is
+    (None: the whole file is good). A file cut short by a crash shows what it holds."""
     reader = RecordingReader()
     out: list[Event] = []
     try:
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):
                 out.extend(reader.feed(chunk))
+        out.extend(reader.close())
     except OSError as exc:
-        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    out.extend(reader.close())
-    return out
+        return out, RecordingError(f"cannot read {path}: {exc.strerror or exc}")
+    except RecordingError as exc:
+        out.extend(exc.events)
+        exc.events = []
+        return out, exc
+    return out, None
 
 
-__all__ = ["MAX_K", "RecordingError", "RecordingReader", "read_lines", "read_recording"]
+def ended_early(error: RecordingError, shown: int) -> str:
+    """One line for a recording read up to an error: where and why it ends, what is kept."""
+    if not shown:
+        return str(error)
+    were = f"the {shown} events before it are" if shown != 1 else "the event before it is"
+    return f"{error} ({were} shown)"
+
+
+__all__ = ["MAX_K", "MAX_LINE_BYTES", "RecordingError", "RecordingReader", "ended_early",
+           "read_lines", "read_prefix", "read_recording"]

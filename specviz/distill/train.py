@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import pickle
 import re
 import shlex
 import sys
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from specviz.core.errors import SpecvizError
+from specviz.core.errors import SpecvizError, one_line
 from specviz.core.models import VOCAB_MAP_FILE, draft_id_table
 
 from .data import (
@@ -383,6 +384,30 @@ def save_checkpoint(path: Path, student: Any, opt: torch.optim.Optimizer, step: 
     tmp.replace(path)
 
 
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint's state, unpickled with torch's safe loader: tensors, numbers, strings only.
+
+    A work folder may be shared or downloaded; a full unpickler would run whatever code a
+    crafted checkpoint names, so anything beyond plain data is refused with one message.
+    """
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:  # a class or function in the pickle: never run it
+        named = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        found = f" (it names {named.group(1)})" if named else ""
+        raise SpecvizError(
+            f"{path} holds more than tensors and numbers{found}; it was not "
+            "loaded, since unpickling it could run code. If you wrote it yourself with an "
+            "older specviz, delete it to train from step 0.") from None
+    except (RuntimeError, EOFError, OSError) as exc:  # cut short, not a torch file at all
+        raise SpecvizError(f"{path} is not a readable checkpoint ({one_line(str(exc), 120)}); "
+                           "delete it to train from step 0.") from None
+    if not isinstance(state, dict) or not {"model", "opt", "step", "history"} <= state.keys():
+        raise SpecvizError(f"{path} is not a specviz checkpoint (no model, opt, step and "
+                           "history); delete it to train from step 0.")
+    return state
+
+
 def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], lookup: torch.Tensor,
           oov: int, args: argparse.Namespace, work: Path) -> list[dict[str, float]]:
     """Train (or resume training) for ``args.steps`` steps; returns the eval history."""
@@ -393,7 +418,7 @@ def train(student: Any, data: list[TeacherSeq], heldout: list[TeacherSeq], looku
     step, history, before = 0, [], 0.0
     ckpt = work / CKPT
     if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
+        state = load_checkpoint(ckpt)
         student.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, history = int(state["step"]), list(state["history"])

@@ -41,7 +41,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from specviz.core.events import Event, Round, RunFailed, RunStarted
 from specviz.core.race import as_race
-from specviz.core.recording import RecordingError, RecordingReader
+from specviz.core.recording import RecordingError, RecordingReader, ended_early
 
 from .run_view import FRAME_FRAGMENTS, fragments
 
@@ -172,8 +172,10 @@ class _ReadJob:
             return
         try:
             self._pump(stream, reader)
-        except RecordingError as exc:
-            self._put(_ERROR, str(exc))
+        except RecordingError as exc:  # the good events before the bad line show first
+            if exc.events and not self._put(_EVENTS, (exc.events, time.monotonic())):
+                return
+            self._put(_ERROR, exc)
         except (OSError, ValueError) as exc:  # a read error, a stream closed under us
             self._put(_ERROR, f"reading failed: {exc}")
         except Exception as exc:  # noqa: BLE001 - a bug here must still end the replay
@@ -203,8 +205,11 @@ class _ReadJob:
                 if events and not self._put(_EVENTS, (events, time.monotonic())):
                     return
                 continue
-            # End of what there is. A pipe has ended; a file may still be written to.
-            if self.path is not None and self.follow_s > 0 and not _ends_here(reader):
+            # End of what there is. A pipe has ended; a file may still be written to: it
+            # is followed until it has been still for follow_s (one cut short by a crash
+            # long ago ends at once, with what it holds and where it stops).
+            if self.path is not None and self.follow_s > 0 and not _ends_here(reader) \
+                    and _changed_within(self.path, self.follow_s):
                 now = time.monotonic()
                 if idle_since is None:
                     idle_since = now
@@ -226,7 +231,11 @@ class _ReadJob:
         events: list[Event] = []
         start = time.perf_counter()
         for at in range(0, len(chunk), PIECE):
-            events.extend(reader.feed(chunk[at:at + PIECE]))
+            try:
+                events.extend(reader.feed(chunk[at:at + PIECE]))
+            except RecordingError as exc:  # this chunk's good events go with the error
+                exc.events = events + exc.events
+                raise
             busy = time.perf_counter() - start
             if busy >= READ_SLICE_S:
                 if self.stopped.wait(busy * (1 - READ_DUTY) / READ_DUTY):
@@ -242,6 +251,14 @@ def _fileno(stream: IO[bytes]) -> int | None:
         return stream.fileno()
     except (AttributeError, OSError, ValueError):  # BytesIO and the like
         return None
+
+
+def _changed_within(path: str, seconds: float) -> bool:
+    """Whether the file was written to in the last ``seconds`` (it may still be growing)."""
+    try:
+        return time.time() - os.stat(path).st_mtime < seconds
+    except OSError:
+        return False
 
 
 def _ends_here(reader: RecordingReader) -> bool:
@@ -626,7 +643,9 @@ class Replayer(QObject):
         then goes to ``race_found`` instead); anything else as soon as it cannot be one."""
         starts = [e for e in self.events if isinstance(e, RunStarted)]
         if self._ended:
-            race = as_race(self.events) if len(starts) == 2 else None
+            damaged = bool(self.events) and isinstance(self.events[-1], RunFailed) \
+                and self.events[-1].kind == "recording"  # shown here, with where it ends
+            race = as_race(self.events) if len(starts) == 2 and not damaged else None
             if race is not None:
                 events = list(self.events)
                 name = self.name
@@ -661,6 +680,8 @@ class Replayer(QObject):
                 self._job, self._ended = None, True
             elif kind == _ERROR:
                 self._job, self._ended = None, True
+                if isinstance(value, RecordingError):  # where and why it ends; what shows
+                    value = ended_early(value, len(self.events))
                 self._add([RunFailed(f"Could not read {self.name}: {value}", "recording")])
 
     def _due_now(self, i: int) -> bool:

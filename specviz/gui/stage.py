@@ -372,8 +372,8 @@ def open_race_recording(window: Any, race_window: RaceWindow, path: str | None =
 
     try:
         events = read_recording(path)
-    except RecordingError as exc:
-        window._on_failed(RunFailed(f"Could not read {path}: {exc}", "input"))
+    except RecordingError:  # damaged or cut short: the replay shows what it holds, and why
+        window.replayer.open(path)
         return False
     if as_race(events) is None:
         window._on_failed(RunFailed(f"{Path(path).name} is not a race (a speculative run, then "

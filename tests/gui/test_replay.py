@@ -98,7 +98,7 @@ def bad_files() -> dict[str, tuple[bytes, str]]:
         "k 20000000": (blob([with_(start, ("settings", "k"), 20000000), *good[1:]]),
                        "line 1: run_started.settings.k must be at most 16"),
         "cut short": (blob(good[:3]), "line 3: the recording ends in the middle of a run"),
-        "cut mid-line": (blob(good)[:700], "not a JSON event"),
+        "cut mid-line": (blob(good)[:700], "the file ends in the middle of this event"),
         "control bytes": (bytes(range(256)) * 40, "line 1: not a JSON event"),
         "binary": (b"\x89PNG\r\n\x1a\n" + bytes(range(128, 256)) * 40, "line 1: not UTF-8"),
         "empty": (b"", "the recording is empty"),
