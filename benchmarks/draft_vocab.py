@@ -31,7 +31,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz.core.models import BUNDLED_DRAFT_DIR, VOCAB_MAP_FILE, load_pair  # noqa: E402
+from specviz.core.models import (  # noqa: E402
+    BUNDLED_DRAFT_DIR,
+    VOCAB_MAP_FILE,
+    cache_root,
+    load_pair,
+)
 from specviz.distill.data import TeacherSeq, _eos_ids, encode_prompt, sample_batch  # noqa: E402
 from specviz.distill.prompts import FREE_PROMPTS, handwritten_prompts  # noqa: E402
 
@@ -123,7 +128,7 @@ def head_cost(pair: Any, sizes: list[int], rank: int, pause: bool) -> list[tuple
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--teacher-dir", default=str(Path("~/.cache/specviz/teacher").expanduser()),
+    ap.add_argument("--teacher-dir", default=str(cache_root() / "teacher"),
                     help="teacher shards to rank ids by (specviz distill teacher)")
     ap.add_argument("--sizes", default="10240,16384,24576")
     ap.add_argument("--max-new-tokens", type=int, default=64)

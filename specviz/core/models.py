@@ -42,9 +42,16 @@ TEMPERATURE_SCALE_RANGE = (0.25, 4.0)
 
 
 def cache_root() -> Path:
-    """Where converted weights live (SPECVIZ_CACHE, else ~/.cache/specviz)."""
-    env = os.environ.get("SPECVIZ_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "specviz"
+    """Where specviz keeps what it makes once (converted weights, CPU timings, offloaded layers,
+    teacher runs): SPECVIZ_CACHE, else $XDG_CACHE_HOME/specviz, else ~/.cache/specviz. Read
+    from the environment at each call; every cache path is built on it."""
+    env = os.environ.get("SPECVIZ_CACHE", "").strip()
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if xdg and Path(xdg).is_absolute():  # the XDG spec: a relative value is to be ignored
+        return Path(xdg) / "specviz"
+    return Path.home() / ".cache" / "specviz"
 
 
 def bundled_gguf_path() -> Path:
@@ -485,8 +492,10 @@ def locate(spec: str | ModelSource) -> ModelSource:
     if spec.endswith(".gguf"):
         if on_disk != "file":
             raise ModelLoadError(f"GGUF file not found: {_shown(spec)}")
+        _check_model_files(path)
         return ModelSource(spec, str(path.parent), path.name, "gguf")
     if on_disk == "dir":
+        _check_model_files(path)
         return ModelSource(spec, str(path), path.name, "folder")
     if on_disk == "file":
         raise ModelLoadError(f"{_shown(spec)} is a file, not a model folder or a .gguf file.")
@@ -497,6 +506,47 @@ def locate(spec: str | ModelSource) -> ModelSource:
         return ModelSource(spec, spec, spec, "cached")
     probe_hub(spec)  # fails in seconds when the hub cannot help
     return ModelSource(spec, spec, spec, "download")
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def _check_model_files(path: Path) -> None:
+    """Refuse at once, naming what is missing, a folder or .gguf file that cannot be a model:
+    loading one gets far (imports, a tokenizer guess) and then says something unrelated."""
+    if path.is_file():  # a .gguf
+        try:
+            with path.open("rb") as f:
+                magic = f.read(len(GGUF_MAGIC))
+        except OSError as exc:
+            raise ModelLoadError(f"Cannot read {_shown(str(path))}: {exc.strerror}") from None
+        if magic != GGUF_MAGIC:
+            raise ModelLoadError(f"{_shown(str(path))} is not a GGUF file (it does not begin "
+                                 "with GGUF's signature): a damaged download, or another "
+                                 "file named .gguf.")
+        return
+    try:
+        names = {child.name for child in path.iterdir() if child.is_file()}
+    except OSError as exc:
+        raise ModelLoadError(f"Cannot read the folder {_shown(str(path))}: "
+                             f"{exc.strerror}") from None
+    has_weights = any(n.endswith((".safetensors", ".bin", ".index.json")) for n in names)
+    has_config = "config.json" in names
+    ggufs = sorted(n for n in names if n.endswith(".gguf"))
+    if not has_weights and not has_config:
+        hint = (f": it holds {ggufs[0]}, give that file's path instead" if ggufs else
+                ": a model folder holds config.json, tokenizer files and weights "
+                "(*.safetensors)")
+        raise ModelLoadError(f"No model files in {_shown(str(path))}{hint}.")
+    missing = [what for what, ok in (
+        ("config.json", has_config),
+        ("weights (*.safetensors or pytorch_model.bin)", has_weights),
+        ("tokenizer files (tokenizer.json, tokenizer_config.json, vocab.json or "
+         "tokenizer.model)",
+         any(n in names for n in _TOKENIZER_FILES))) if not ok]
+    if missing:
+        raise ModelLoadError(f"{_shown(str(path))} is not a complete model folder: it has no "
+                             f"{' and no '.join(missing)}.")
 
 
 def load_model(

@@ -40,6 +40,8 @@ from typing import Any
 
 import torch
 
+from specviz.core.models import cache_root
+
 from .data import (
     GREEDY_PREFIX_MAX,
     ROW_TEMPERATURES,
@@ -59,7 +61,6 @@ from .prompts import (
     train_prompts,
 )
 
-DEFAULT_ROOT = Path("~/.cache/specviz/teacher")
 DEFAULT_MIX = "self=0.5,code=0.1,zh=0.05,text=0.12,general=0.08,templates=0.15"
 SOURCES = ("self", "code", "zh", "text", "general", "templates")
 SAMPLED = ("self", "code", "zh", "text")
@@ -417,8 +418,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "`specviz distill --teacher-dir DIR`.")
     p.add_argument("--target", default="smollm2-135m")
     p.add_argument("--run", default="general-1", help="run name (a folder under --root)")
-    p.add_argument("--root", default=str(DEFAULT_ROOT), help="where runs live "
-                   f"(default {DEFAULT_ROOT})")
+    root = cache_root() / "teacher"
+    p.add_argument("--root", default=str(root), help=f"where runs live (default {root})")
     p.add_argument("--out", help="the run folder itself (overrides --root/--run)")
     p.add_argument("--rows", type=int, default=0, help="stop at this many rows (0: never)")
     p.add_argument("--shards", type=int, default=0, help="stop at this many shards (0: never)")
