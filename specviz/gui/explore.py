@@ -1,0 +1,614 @@
+"""Explore window: a K sweep against the theory, and a lineup of settings on one clock.
+
+    python -m specviz.gui.explore [--draft …] [--target …]
+
+Both run on one worker QObject on its own QThread (the window never blocks): a sweep
+streams its points as they finish (the plot fills in live), shows progress and an estimate
+of the time left, and Cancel stops it after the run in flight, keeping what it has (Save
+writes it as the resumable JSON of ``specviz-explore sweep``). A lineup runs its lanes one
+after the other, then replays them side by side on one clock from their own timestamps,
+and ranks them by measured speed.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pyqtgraph as pg  # noqa: E402
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot  # noqa: E402
+from PySide6.QtWidgets import (  # noqa: E402
+    QApplication,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specviz.core.events import Event, RunFailed, RunFinished, Settings  # noqa: E402
+from specviz.core.lineup import LaneSpec, Lineup, as_lineup  # noqa: E402
+from specviz.core.presets import (  # noqa: E402
+    DEFAULT_DRAFTER,
+    DEFAULT_K_POLICY,
+    DEFAULT_LOOKUP_K,
+    DEFAULT_PROMPT,
+)
+from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
+
+BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    points: tuple[Point, ...]
+    prompts: tuple[str, ...]
+    repeats: int
+
+
+@dataclass(frozen=True)
+class LineupJob:
+    lanes: tuple[LaneSpec, ...]
+    prompt: str
+
+
+class ExploreWorker(QObject):
+    """Loads the pair once, then runs sweeps and lineups; lives on its own QThread."""
+
+    loaded = Signal(str)
+    sampled = Signal(object)  # a sweep's Sample
+    yielded = Signal(object)  # a lineup's Event
+    finished = Signal(str)  # "sweep" or "lineup"
+    failed = Signal(str)
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        super().__init__()
+        self._load = load
+        self.pair: Any = None
+        self.stop = threading.Event()
+
+    def _ensure(self) -> bool:
+        if self.pair is None:
+            try:
+                self.pair = self._load()
+            except Exception as exc:  # noqa: BLE001 - one line in the window, never a crash
+                self.failed.emit(f"Could not load the models: {exc}")
+                return False
+            self.loaded.emit(f"{self.pair.draft_name} → {self.pair.target_name}")
+        return True
+
+    @Slot(object)
+    def run_sweep(self, job: SweepJob) -> None:
+        from specviz.core.engine import chat_prompt
+        from specviz.core.sweep import run_sweep
+
+        if not self._ensure():
+            return
+        try:
+            prompts = [chat_prompt(self.pair.tokenizer, p) for p in job.prompts]
+            for sample in run_sweep(self.pair, job.points, prompts, job.repeats, self.stop):
+                self.sampled.emit(sample)
+        except Exception as exc:  # noqa: BLE001
+            self.failed.emit(str(exc))
+            return
+        self.finished.emit("sweep")
+
+    @Slot(object)
+    def run_lineup(self, job: LineupJob) -> None:
+        from specviz.core.engine import chat_prompt
+        from specviz.core.lineup import run_lineup
+
+        if not self._ensure():
+            return
+        try:
+            prompt = chat_prompt(self.pair.tokenizer, job.prompt)
+            for event in run_lineup(self.pair, job.lanes, prompt, self.stop):
+                self.yielded.emit(event)
+        except Exception as exc:  # noqa: BLE001
+            self.failed.emit(str(exc))
+            return
+        self.finished.emit("lineup")
+
+
+def _base() -> Settings:
+    return Settings(k=4, temperature=0.0, max_new_tokens=64, seed=0, drafter=DEFAULT_DRAFTER,
+                    k_policy=DEFAULT_K_POLICY, lookup_k=DEFAULT_LOOKUP_K)
+
+
+class SweepPanel(QWidget):
+    """K list, prompts, repeats; Run / Cancel / Save PNG; progress; the plot; the table."""
+
+    requested = Signal(object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ks = QLineEdit("1,2,3,4,6,8")
+        self.prompts = QPlainTextEdit(DEFAULT_PROMPT)
+        self.prompts.setPlaceholderText("one prompt per line")
+        self.prompts.setMaximumHeight(90)
+        self.repeats = QSpinBox(minimum=1, maximum=10, value=1)
+        self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
+        self.run_button = QPushButton("Run sweep")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.export_button = QPushButton("Save PNG…")
+        self.export_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.status = QLabel("Sweeps K with the draft model at T = 0 beside the target alone.")
+        self.status.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("K values", self.ks)
+        form.addRow("Prompts", self.prompts)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Repeats"))
+        row.addWidget(self.repeats)
+        row.addWidget(QLabel("New tokens"))
+        row.addWidget(self.tokens)
+        row.addStretch(1)
+        row.addWidget(self.run_button)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.export_button)
+        form.addRow(row)
+
+        self.plot = pg.PlotWidget(background="w")
+        self.plot.setLabel("left", "speedup over the target alone (×)")
+        self.plot.setLabel("bottom", "K")
+        self.plot.addLegend(offset=(10, 10))
+        self.plot.showGrid(y=True, alpha=0.2)
+        self.measured = self.plot.plot([], [], pen=pg.mkPen(BLUE, width=3), symbol="o",
+                                       symbolBrush=BLUE, name="measured (geomean)")
+        self.predicted = self.plot.plot([], [], pen=pg.mkPen(ORANGE, width=2,
+                                                             style=Qt.PenStyle.DashLine),
+                                        symbol="s", symbolBrush=None, symbolPen=ORANGE,
+                                        name="predicted E[tok/round] ÷ (K·c + v)")
+        self.best = pg.ScatterPlotItem(size=26, pen=pg.mkPen("k", width=2), brush=None)
+        self.plot.addItem(self.best)
+        self.best_text = pg.TextItem(color="k", anchor=(0, 1))
+        self.plot.addItem(self.best_text)
+        self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#999",
+                                                                         style=Qt.PenStyle.DotLine)))
+        self.alpha_plot = pg.PlotWidget(background="w")
+        self.alpha_plot.setLabel("left", "α")
+        self.alpha_plot.setLabel("bottom", "K")
+        self.alpha_plot.setYRange(0, 1)
+        self.alpha = self.alpha_plot.plot([], [], pen=pg.mkPen(GREEN, width=2), symbol="t",
+                                          symbolBrush=GREEN)
+        self.table = QTableWidget(0, 8)
+        self.table.setHorizontalHeaderLabels(["point", "α", "tok/round", "measured", "worst",
+                                              "predicted", "gap", "c / v"])
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setVisible(False)
+
+        plots = QSplitter(Qt.Orientation.Horizontal)
+        plots.addWidget(self.plot)
+        plots.addWidget(self.alpha_plot)
+        plots.setSizes([700, 300])
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(plots)
+        body.addWidget(self.table)
+        body.setSizes([500, 200])
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(body, 1)
+
+        self.points: list[Point] = []
+        self.samples: list[Sample] = []
+        self.total = 0
+        self.n_prompts = 0
+        self.repeat_count = 1
+        self.t0 = 0.0
+        self.result: SweepResult | None = None
+        self.run_button.clicked.connect(self._on_run_clicked)
+        self.export_button.clicked.connect(self._on_export_clicked)
+
+    def job(self) -> SweepJob | None:
+        """The sweep the fields ask for, or None (the reason in the status line)."""
+        try:
+            ks = [int(x) for x in self.ks.text().replace(" ", "").split(",") if x]
+        except ValueError:
+            self.status.setText("K values: comma-separated whole numbers, e.g. 1,2,4,8.")
+            return None
+        if not ks or any(not 1 <= k <= 16 for k in ks):
+            self.status.setText("K values must be between 1 and 16.")
+            return None
+        prompts = tuple(p.strip() for p in self.prompts.toPlainText().splitlines() if p.strip())
+        if not prompts:
+            self.status.setText("Type at least one prompt (one per line).")
+            return None
+        base = replace(_base(), drafter="model", k_policy="fixed",
+                       max_new_tokens=self.tokens.value())
+        points = tuple(Point(f"K {k}", replace(base, k=k)) for k in sorted(set(ks)))
+        return SweepJob(points, prompts, self.repeats.value())
+
+    def _on_run_clicked(self) -> None:
+        job = self.job()
+        if job is None:
+            return
+        self.points, self.samples = list(job.points), []
+        self.n_prompts, self.repeat_count = len(job.prompts), job.repeats
+        self.total = len(schedule(len(job.points), len(job.prompts), job.repeats))
+        self.progress.setRange(0, self.total)
+        self.progress.setValue(0)
+        self.t0 = time.monotonic()
+        self.status.setText(f"Running {self.total} runs (the first loads the models)…")
+        self.running(True)
+        self.requested.emit(job)
+
+    def running(self, on: bool) -> None:
+        self.run_button.setEnabled(not on)
+        self.cancel_button.setEnabled(on)
+
+    def add(self, sample: Sample) -> None:
+        """One more run: update the figures, the plot and the time left."""
+        self.samples.append(sample)
+        done = len(self.samples)
+        self.progress.setValue(done)
+        left = (time.monotonic() - self.t0) / done * (self.total - done)
+        name = "target alone" if sample.point == BASELINE else self.points[sample.point].label
+        self.status.setText(f"{done}/{self.total}: {name}, prompt {sample.prompt + 1} — about "
+                            f"{left:.0f} s left")
+        self.show_result(summarize(self.points, self.samples, self.repeat_count,
+                                   self.n_prompts))
+
+    def show_result(self, result: SweepResult) -> None:
+        self.result = result
+        self.export_button.setEnabled(result.samples > 0)
+        rows = result.rows
+        ks = [r.k for r in rows]
+        meas = [(k, r.speedup) for k, r in zip(ks, rows, strict=True) if r.speedup > 0]
+        pred = [(k, r.predicted) for k, r in zip(ks, rows, strict=True) if r.predicted > 0]
+        self.measured.setData([x for x, _ in meas], [y for _, y in meas])
+        self.predicted.setData([x for x, _ in pred], [y for _, y in pred])
+        alpha = [(k, r.alpha) for k, r in zip(ks, rows, strict=True) if r.runs]
+        self.alpha.setData([x for x, _ in alpha], [y for _, y in alpha])
+        if result.best is not None:
+            b = rows[result.best]
+            self.best.setData([b.k], [b.speedup])
+            self.best_text.setText(f"best K {b.k}: {b.speedup:.2f}× (predicted "
+                                   f"{b.predicted:.2f}×, gap {100 * b.gap:+.0f}%)")
+            self.best_text.setPos(b.k, b.speedup)
+        self.table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            cells = [r.label + (" ★" if i == result.best else ""), f"{r.alpha:.2f}",
+                     f"{r.tokens_per_round:.2f}", f"{r.speedup:.2f}×", f"{r.worst:.2f}×",
+                     f"{r.predicted:.2f}×", f"{100 * r.gap:+.0f}%", f"{r.c:.2f} / {r.v:.2f}"]
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                self.table.setItem(i, j, item)
+
+    def ended(self, cancelled: bool) -> None:
+        self.running(False)
+        done = len(self.samples)
+        self.status.setText(f"Cancelled after {done}/{self.total} runs: the figures are of "
+                            "those." if cancelled else f"Done: {done} runs.")
+
+    def _on_export_clicked(self) -> None:
+        if self.result is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Save the sweep plot", "sweep.png",
+                                              "PNG (*.png)")
+        if path:
+            self.export_png(path)
+
+    def export_png(self, path: str) -> None:
+        from specviz.explore_plot import sweep_png
+
+        assert self.result is not None
+        sweep_png(self.result, path)
+
+
+class LinePanel(QWidget):
+    """Up to four configurations; lanes replayed on one clock; the end card."""
+
+    requested = Signal(object)
+    TICK_MS = 40
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prompt = QLineEdit(DEFAULT_PROMPT)
+        defaults = ["k=2 drafter=model k_policy=fixed", "k=8 drafter=model k_policy=fixed",
+                    "k_policy=cost", ""]
+        self.configs = [QLineEdit(text) for text in defaults]
+        for edit in self.configs:
+            edit.setPlaceholderText("key=value … (empty: no lane)")
+        self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
+        self.run_button = QPushButton("Run lineup")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.replay_button = QPushButton("Replay on one clock")
+        self.replay_button.setEnabled(False)
+        self.status = QLabel("Each lane runs after the other (they would share the cores), then "
+                             "all replay together from their own timestamps.")
+        self.status.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("Prompt", self.prompt)
+        for i, edit in enumerate(self.configs):
+            form.addRow(f"Lane {i + 1}", edit)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("New tokens"))
+        row.addWidget(self.tokens)
+        row.addStretch(1)
+        row.addWidget(self.run_button)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.replay_button)
+        form.addRow(row)
+        self.lanes_box = QGridLayout()
+        self.clock = QLabel("")
+        self.card = QTableWidget(0, 6)
+        self.card.setHorizontalHeaderLabels(["rank", "lane", "tok/s", "tok/round", "speedup",
+                                             "identical"])
+        self.card.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.card.verticalHeader().setVisible(False)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.status)
+        layout.addLayout(self.lanes_box)
+        layout.addWidget(self.clock)
+        layout.addWidget(self.card, 1)
+        self.events: list[Event] = []
+        self.bars: list[tuple[QLabel, QProgressBar, QLabel]] = []
+        self.lineup: Lineup | None = None
+        self.t = 0.0
+        self.timer = QTimer(self)
+        self.timer.setInterval(self.TICK_MS)
+        self.timer.timeout.connect(self._on_timer_timeout)
+        self.run_button.clicked.connect(self._on_run_clicked)
+        self.replay_button.clicked.connect(self.replay)
+
+    def job(self) -> LineupJob | None:
+        from specviz.core.errors import InputError
+        from specviz.explore_cli import parse_config
+
+        base = replace(_base(), max_new_tokens=self.tokens.value())
+        lanes = []
+        for i, edit in enumerate(self.configs):
+            if edit.text().strip():
+                try:
+                    lanes.append(LaneSpec(parse_config(edit.text(), base)))
+                except InputError as exc:
+                    self.status.setText(f"Lane {i + 1}: {exc}")
+                    return None
+        if not lanes:
+            self.status.setText("Fill in at least one lane (e.g. k=4).")
+            return None
+        lanes.append(LaneSpec(base, mode="baseline"))
+        return LineupJob(tuple(lanes), self.prompt.text())
+
+    def _on_run_clicked(self) -> None:
+        job = self.job()
+        if job is None:
+            return
+        self.events = []
+        self.lineup = None
+        self.timer.stop()
+        self.card.setRowCount(0)
+        names = [" ".join(e.text().split()) for e in self.configs if e.text().strip()]
+        self._make_bars([*names, "target alone"], job.lanes[0].settings.max_new_tokens)
+        self.status.setText(f"Running {len(job.lanes)} lanes one after the other…")
+        self.running(True)
+        self.requested.emit(job)
+
+    def _make_bars(self, names: list[str], budget: int) -> None:
+        while self.lanes_box.count():
+            item = self.lanes_box.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
+        self.bars = []
+        for i, name in enumerate(names):
+            label, bar, speed = QLabel(name), QProgressBar(), QLabel("waiting")
+            bar.setRange(0, budget)
+            bar.setValue(0)
+            bar.setFormat("%v tokens")
+            self.lanes_box.addWidget(label, i, 0)
+            self.lanes_box.addWidget(bar, i, 1)
+            self.lanes_box.addWidget(speed, i, 2)
+            self.bars.append((label, bar, speed))
+        self.lanes_box.setColumnStretch(1, 1)
+
+    def running(self, on: bool) -> None:
+        self.run_button.setEnabled(not on)
+        self.cancel_button.setEnabled(on)
+
+    def add(self, event: Event) -> None:
+        """A lane's event as it runs: its bar fills (the live run, before the replay)."""
+        self.events.append(event)
+        lane = sum(1 for e in self.events if type(e).__name__ == "RunStarted") - 1
+        if not 0 <= lane < len(self.bars):
+            return
+        _, bar, speed = self.bars[lane]
+        n = getattr(event, "n_generated", None)
+        if n is not None:
+            bar.setValue(n)
+            speed.setText("running")
+        elif isinstance(event, RunFinished):
+            speed.setText(f"{event.summary.tokens_per_s:.1f} tok/s")
+        elif isinstance(event, RunFailed):
+            speed.setText("failed")
+            self.status.setText(event.message)
+
+    def ended(self, cancelled: bool) -> None:
+        self.running(False)
+        self.lineup = as_lineup(self.events)
+        if self.lineup is None or not self.lineup.complete:
+            self.status.setText("Cancelled: no lineup to replay." if cancelled else
+                                "The lineup did not finish: " + self.status.text())
+            return
+        self.replay_button.setEnabled(True)
+        self.fill_card(self.lineup)
+        self.replay()
+
+    def fill_card(self, lineup: Lineup) -> None:
+        ranked = lineup.ranking()
+        self.card.setRowCount(len(ranked))
+        for i, lane in enumerate(ranked):
+            s = lane.finished.summary if lane.finished is not None else None
+            same = lineup.identical(lane)
+            speedup = lineup.speedup(lane)
+            cells = [str(i + 1), lane.label,
+                     f"{s.tokens_per_s:.1f}" if s else "-",
+                     f"{s.mean_tokens_per_round:.2f}" if s else "-",
+                     f"{speedup:.2f}×" if speedup else "-",
+                     "-" if same is None else "yes" if same else "NO"]
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                self.card.setItem(i, j, item)
+
+    def replay(self) -> None:
+        """Play every lane from t = 0 on one clock (the runs' own times, not arrival times)."""
+        if self.lineup is None:
+            return
+        self.t = 0.0
+        self.show_at(0.0)
+        self.timer.start()
+
+    def show_at(self, t: float) -> None:
+        assert self.lineup is not None
+        for (label, bar, speed), state in zip(self.bars, self.lineup.at(t), strict=False):
+            label.setText(state.label)
+            bar.setValue(state.tokens)
+            speed.setText(f"{state.tokens_per_s:5.1f} tok/s, {state.tokens_per_round:.2f} "
+                          f"tok/round" + (" ✓ done" if state.done else ""))
+        self.clock.setText(f"shared clock: {t:.2f} s of {self.lineup.duration_s:.2f} s")
+
+    def _on_timer_timeout(self) -> None:
+        if self.lineup is None:
+            self.timer.stop()
+            return
+        self.t = min(self.lineup.duration_s, self.t + self.TICK_MS / 1000)
+        self.show_at(self.t)
+        if self.t >= self.lineup.duration_s:
+            self.timer.stop()
+
+
+class ExploreWindow(QMainWindow):
+    """Sweep and Lineup tabs over one worker thread."""
+
+    sweep_requested = Signal(object)
+    lineup_requested = Signal(object)
+    ended = Signal()  # a sweep or lineup ended (finished, cancelled or failed): GUI thread
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        super().__init__()
+        self.setWindowTitle("specviz — explore")
+        self.sweep_panel = SweepPanel()
+        self.lineup_panel = LinePanel()
+        tabs = QTabWidget()
+        tabs.addTab(self.sweep_panel, "Sweep")
+        tabs.addTab(self.lineup_panel, "Lineup")
+        self.setCentralWidget(tabs)
+        self.tabs = tabs
+        self.pair_label = QLabel("models load with the first run")
+        self.statusBar().addPermanentWidget(self.pair_label)
+
+        self.thread_ = QThread(self)
+        self.worker = ExploreWorker(load)
+        self.worker.moveToThread(self.thread_)
+        self.thread_.finished.connect(self.worker.deleteLater)  # destroyed on its own thread
+        self.sweep_requested.connect(self.worker.run_sweep)
+        self.lineup_requested.connect(self.worker.run_lineup)
+        self.worker.sampled.connect(self.sweep_panel.add)
+        self.worker.yielded.connect(self.lineup_panel.add)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.failed.connect(self._on_failed)
+        self.worker.loaded.connect(self.pair_label.setText)
+        self.sweep_panel.requested.connect(self._start_sweep)
+        self.lineup_panel.requested.connect(self._start_lineup)
+        self.sweep_panel.cancel_button.clicked.connect(self.cancel)
+        self.lineup_panel.cancel_button.clicked.connect(self.cancel)
+        self.thread_.start()
+        self.busy = False
+
+    def _start_sweep(self, job: SweepJob) -> None:
+        self._begin()
+        self.sweep_requested.emit(job)
+
+    def _start_lineup(self, job: LineupJob) -> None:
+        self._begin()
+        self.lineup_requested.emit(job)
+
+    def _begin(self) -> None:
+        self.worker.stop.clear()
+        self.busy = True
+        self.lineup_panel.run_button.setEnabled(False)
+        self.sweep_panel.run_button.setEnabled(False)
+
+    def cancel(self) -> None:
+        self.worker.stop.set()
+
+    def _end(self) -> None:
+        self.busy = False
+        cancelled = self.worker.stop.is_set()
+        for panel in (self.sweep_panel, self.lineup_panel):
+            if panel.cancel_button.isEnabled():  # the panel whose job just ended
+                panel.ended(cancelled)
+        self.sweep_panel.run_button.setEnabled(True)
+        self.lineup_panel.run_button.setEnabled(True)
+        self.ended.emit()
+
+    def _on_finished(self, what: str) -> None:
+        self._end()
+
+    def _on_failed(self, message: str) -> None:
+        self.statusBar().showMessage(message)
+        for panel in (self.sweep_panel, self.lineup_panel):
+            if panel.cancel_button.isEnabled():
+                panel.status.setText(message)
+        self._end()
+
+    def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        self.worker.stop.set()
+        self.thread_.quit()
+        self.thread_.wait(30_000)
+        super().closeEvent(event)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m specviz.gui.explore", description=__doc__)
+    p.add_argument("--draft")
+    p.add_argument("--target")
+    p.add_argument("--device", default="auto")
+    args = p.parse_args(argv)
+
+    def load() -> Any:
+        from specviz.core.models import BUNDLED_TARGET, default_draft, load_pair, locate
+
+        draft = args.draft or default_draft()
+        return load_pair(locate(draft) if draft else None, locate(args.target or BUNDLED_TARGET),
+                         args.device, "auto")
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    window = ExploreWindow(load)
+    window.resize(1280, 800)
+    window.show()
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

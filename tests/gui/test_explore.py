@@ -1,0 +1,83 @@
+"""The explore window: a sweep and a lineup on the worker thread, with progress and Cancel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image
+
+from specviz.core.lineup import as_lineup
+from specviz.gui.explore import ExploreWindow
+from tests.core.test_lineup import three_lanes
+from tests.tiny import tiny_pair
+
+
+def window(qtbot) -> ExploreWindow:  # noqa: ANN001 - pytest-qt's fixture
+    w = ExploreWindow(lambda: tiny_pair(sharpness=8.0))
+    qtbot.addWidget(w)
+    return w
+
+
+def test_a_sweep_fills_the_plot_and_table_live_and_exports(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    w = window(qtbot)
+    panel = w.sweep_panel
+    panel.ks.setText("1,2")
+    panel.prompts.setPlainText("the cat\na dog")
+    panel.tokens.setValue(8)
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    assert panel.progress.value() == panel.total == 6  # (2 K + the target alone) × 2 prompts
+    assert panel.table.rowCount() == 2 and panel.status.text() == "Done: 6 runs."
+    assert len(panel.measured.getData()[0]) == 2 and len(panel.predicted.getData()[0]) == 2
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+    panel.export_png(str(tmp_path / "s.png"))
+    assert Image.open(tmp_path / "s.png").size == (960, 600)
+    w.close()
+
+
+def test_cancel_keeps_what_the_sweep_has(qtbot) -> None:  # noqa: ANN001
+    w = window(qtbot)
+    panel = w.sweep_panel
+    panel.ks.setText("1,2,3")
+    panel.prompts.setPlainText("the cat")
+    panel.tokens.setValue(8)
+    panel.progress.valueChanged.connect(lambda n: n and w.cancel())  # as the first run ends
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    assert 1 <= len(panel.samples) < panel.total
+    assert panel.status.text().startswith(f"Cancelled after {len(panel.samples)}/4 runs")
+    w.close()
+
+
+def test_bad_fields_say_why_and_start_nothing(qtbot) -> None:  # noqa: ANN001
+    w = window(qtbot)
+    w.sweep_panel.ks.setText("1,x")
+    w.sweep_panel.run_button.click()
+    assert "comma-separated whole numbers" in w.sweep_panel.status.text()
+    assert w.sweep_panel.run_button.isEnabled() and w.worker.pair is None
+    w.lineup_panel.configs[0].setText("k=99")
+    w.lineup_panel.run_button.click()
+    assert w.lineup_panel.status.text().startswith("Lane 1: ") and "K must be" in \
+        w.lineup_panel.status.text()
+    w.close()
+
+
+def test_a_lineup_runs_then_replays_on_one_clock(qtbot) -> None:  # noqa: ANN001
+    w = window(qtbot)
+    panel = w.lineup_panel
+    panel.prompt.setText("the cat")
+    panel.tokens.setValue(8)
+    panel.configs[0].setText("k=1 drafter=model k_policy=fixed")
+    panel.configs[1].setText("k=3 drafter=model k_policy=fixed")
+    panel.configs[2].setText("")
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    assert panel.lineup is not None and len(panel.lineup.lanes) == 3
+    assert panel.card.rowCount() == 3
+    assert [panel.card.item(i, 5).text() for i in range(3)].count("yes") == 2  # T = 0
+    # The replay shows each lane at the shared time from its own recorded times.
+    panel.lineup = as_lineup(three_lanes())
+    panel._make_bars(["a", "b", "c"], 10)
+    panel.show_at(0.45)
+    assert [bar.value() for _, bar, _ in panel.bars] == [7, 0, 1]
+    w.close()
