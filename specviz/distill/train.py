@@ -400,8 +400,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             "loaded, since unpickling it could run code. If you wrote it yourself with an "
             "older specviz, delete it to train from step 0.") from None
     except (RuntimeError, EOFError, OSError) as exc:  # cut short, not a torch file at all
-        raise SpecvizError(f"{path} is not a readable checkpoint ({one_line(str(exc), 120)}); "
-                           "delete it to train from step 0.") from None
+        first = one_line(str(exc), 200).split(". ")[0]  # torch adds paragraphs of advice
+        raise SpecvizError(f"{path} is not a readable checkpoint, cut short or damaged "
+                           f"({first}); delete it to train from step 0.") from None
     if not isinstance(state, dict) or not {"model", "opt", "step", "history"} <= state.keys():
         raise SpecvizError(f"{path} is not a specviz checkpoint (no model, opt, step and "
                            "history); delete it to train from step 0.")
