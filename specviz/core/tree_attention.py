@@ -1,0 +1,134 @@
+"""The target scores a whole token tree in one pass; its cache then keeps only the accepted path.
+
+One pass feeds the uncached tail of the committed text (T_0 >= 1 ids, causal among themselves)
+and the tree's N nodes. Each node attends to the cached prefix, the tail, its ancestors and
+itself, through a 4D attention mask (transformers passes a 4D mask to Llama-family attention
+as it is), and sits at the position its path gives it: past + T_0 - 1 + depth. The last tail
+row is p at the root and row 1 + i is p after node i: the (N+1, V) rows ``verify_tree`` reads.
+
+After verification the cache holds every node; ``keep_path`` moves the accepted nodes' keys
+and values into place after the tail (they are already rotated for the positions they keep)
+and drops the rest, so the cache is the one a plain pass over the accepted text would leave.
+``FastLlama`` (the static-buffer forward) gets the same two operations as separate functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .fast_llama import FastLlama, _rms
+from .models import cached_forward
+from .tree_verify import ROOT
+
+
+def tree_layout(parents: Sequence[int], n_tail: int, past: int) -> tuple[torch.Tensor,
+                                                                         torch.Tensor]:
+    """Positions (T,) and which keys each query sees, (T, past + T) bool, T = n_tail + N.
+
+    ``parents[i]`` is node i's parent node (ROOT for the root's children), parents first.
+    """
+    if n_tail < 1:
+        raise ValueError("a tree pass needs at least one uncached id before the tree (p at the "
+                         "root comes from it)")
+    n = len(parents)
+    t = n_tail + n
+    allowed = torch.zeros(t, past + t, dtype=torch.bool)
+    allowed[:, :past] = True  # everyone sees the cached prefix
+    allowed[:n_tail, past:past + n_tail] = torch.ones(n_tail, n_tail, dtype=torch.bool).tril()
+    allowed[n_tail:, past:past + n_tail] = True  # every node sees the whole tail
+    depth = [0] * n
+    for i, parent in enumerate(parents):
+        if not ROOT <= parent < i:
+            raise ValueError(f"node {i}'s parent {parent} must come before it")
+        row = n_tail + i
+        if parent != ROOT:
+            allowed[row] = allowed[n_tail + parent]  # its parent's ancestors ...
+            depth[i] = depth[parent] + 1
+        allowed[row, past + row] = True  # ... and itself
+    positions = torch.arange(past, past + n_tail)
+    nodes = torch.tensor(depth, dtype=torch.long) + past + n_tail
+    return torch.cat([positions, nodes]), allowed
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(T, K) bool -> (1, 1, T, K) float: 0 where a key is seen, the dtype's minimum elsewhere
+    (the form transformers' eager and SDPA attention both add to their scores)."""
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def score_tree(model: Any, cache: Any, tail: Sequence[int], tokens: Sequence[int],
+               parents: Sequence[int]) -> tuple[torch.Tensor, Any]:
+    """One pass over ``tail`` + the tree; logits (N+1, V) at the root and after each node."""
+    past = cache.get_seq_length()
+    positions, allowed = tree_layout(parents, len(tail), past)
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    ids = torch.tensor([list(tail) + list(tokens)], dtype=torch.long, device=device)  # (1, T)
+    keep = len(tokens) + 1
+    out, cache = cached_forward(model, cache, input_ids=ids,
+                                attention_mask=additive_mask(allowed, dtype).to(device),
+                                position_ids=positions[None].to(device), logits_to_keep=keep)
+    return out.logits[0, -keep:], cache
+
+
+def keep_path(cache: Any, first: int, path: Sequence[int]) -> None:
+    """Keep cache positions [0, first) and then the nodes ``path`` (root's child first); the
+    nodes were fed from position ``first`` on. Drops every other node."""
+    index = torch.cat([torch.arange(first), first + torch.tensor(list(path), dtype=torch.long)])
+    for layer in cache.layers:
+        if getattr(layer, "is_sliding", False) or type(layer).__name__ != "DynamicLayer":
+            raise ValueError(f"trees need a plain dynamic cache, not {type(layer).__name__}")
+        if not getattr(layer, "is_initialized", True):
+            continue
+        at = index.to(layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, at)  # (B, H, first + len(path), D)
+        layer.values = layer.values.index_select(-2, at)
+
+
+def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
+    """``FastLlama.feed`` for a tail + tree: ``ids`` (T,) = the tail then the N nodes; logits
+    (N+1, V_model) at the last tail id and after each node. The buffers hold all T after it."""
+    w = fast.w
+    t, start = ids.shape[0], fast.length
+    n = len(parents)
+    end = start + t
+    positions, allowed = tree_layout(parents, t - n, start)
+    fast._ensure(end)  # buffers and rotary tables; a node's position is below end
+    cos, sin = fast.cos[positions], fast.sin[positions]  # (T, D)
+    half = w.head_dim // 2
+    nq, nkv, d = w.heads, w.kv_heads, w.head_dim
+    x = w.embed[ids]  # (T, H)
+    for li, (n1, e1, qkv_w, o_w, n2, e2, gu_w, down_w) in enumerate(w.layers):
+        h = _rms(x, n1, e1)
+        qkv = fast._mm(h, qkv_w).view(t, nq + 2 * nkv, d).transpose(0, 1)  # (heads, T, D)
+        qk = qkv[:nq + nkv]
+        rot = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+        qk = qk * cos + rot * sin
+        fast.keys[li, :, start:end] = qk[nq:]
+        fast.values[li, :, start:end] = qkv[nq + nkv:]
+        attn = F.scaled_dot_product_attention(
+            qk[:nq][None], fast.keys[li, :, :end][None], fast.values[li, :, :end][None],
+            attn_mask=allowed, scale=w.scale, enable_gqa=nq != nkv)  # (1, heads, T, D)
+        x = x + fast._mm(attn[0].transpose(0, 1).reshape(t, nq * d), o_w)
+        h = _rms(x, n2, e2)
+        gu = fast._mm(h, gu_w)
+        x = x + fast._mm(F.silu(gu[:, :w.intermediate]) * gu[:, w.intermediate:], down_w)
+    fast.length = end
+    logits: torch.Tensor = fast._mm(_rms(x[t - n - 1:], w.norm, w.norm_eps), w.head)
+    return logits  # (N+1, V_model)
+
+
+def fast_keep_path(fast: FastLlama, first: int, path: Sequence[int]) -> None:
+    """``keep_path`` for FastLlama's buffers: the path's nodes move to ``first`` on."""
+    src = first + torch.tensor(list(path), dtype=torch.long)
+    k = len(path)
+    fast.keys[:, :, first:first + k] = fast.keys[:, :, src]  # gathered (a copy), then written
+    fast.values[:, :, first:first + k] = fast.values[:, :, src]
+    fast.length = first + k
+
