@@ -20,7 +20,7 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -48,7 +48,7 @@ from PySide6.QtWidgets import (  # noqa: E402
     QWidget,
 )
 
-from specviz.core.events import Event, RunFailed, RunFinished, Settings  # noqa: E402
+from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings  # noqa: E402
 from specviz.core.lineup import LaneSpec, Lineup, as_lineup  # noqa: E402
 from specviz.core.presets import (  # noqa: E402
     DEFAULT_DRAFTER,
@@ -59,6 +59,36 @@ from specviz.core.presets import (  # noqa: E402
 from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
 
 BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
+# A token's fate as the app's legend draws it, told apart by more than hue.
+FATE_STYLE = {
+    "accepted": f"color:{BLUE}",
+    "rejected": f"color:{ORANGE};text-decoration:line-through",
+    "resampled": f"color:{ORANGE};text-decoration:underline",
+    "bonus": f"color:{GREEN};font-weight:bold",
+    "target": "",
+}
+
+
+def lane_html(rounds: Sequence[Round]) -> str:
+    """A lane's text so far, each token styled by its fate (rejected drafts struck)."""
+    from html import escape
+
+    def span(kind: str, text: str) -> str:
+        text = escape(text).replace("\n", "↵ ")
+        style = FATE_STYLE[kind]
+        return f'<span style="{style}">{text}</span>' if style else text
+
+    parts: list[str] = []
+    for rnd in rounds:
+        kept = len(rnd.appended_ids)
+        for i, d in enumerate(rnd.drafted):
+            if d.status == "accepted" and i < kept:
+                parts.append(span("accepted", rnd.appended_texts[i]))
+            elif d.status == "rejected":
+                parts.append(span("rejected", d.text))
+        if rnd.extra is not None and kept > rnd.n_accepted:
+            parts.append(span(rnd.extra.kind, rnd.appended_texts[rnd.n_accepted]))
+    return "".join(parts)
 
 
 @dataclass(frozen=True)
@@ -372,6 +402,8 @@ class LinePanel(QWidget):
         layout.addWidget(self.card, 1)
         self.events: list[Event] = []
         self.bars: list[tuple[QLabel, QProgressBar, QLabel]] = []
+        self.texts: list[QLabel] = []
+        self.shown_rounds: list[int] = []
         self.lineup: Lineup | None = None
         self.t = 0.0
         self.timer = QTimer(self)
@@ -419,16 +451,22 @@ class LinePanel(QWidget):
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
-        self.bars = []
+        self.bars, self.texts, self.shown_rounds = [], [], []
         for i, name in enumerate(names):
             label, bar, speed = QLabel(name), QProgressBar(), QLabel("waiting")
             bar.setRange(0, budget)
             bar.setValue(0)
             bar.setFormat("%v tokens")
-            self.lanes_box.addWidget(label, i, 0)
-            self.lanes_box.addWidget(bar, i, 1)
-            self.lanes_box.addWidget(speed, i, 2)
+            text = QLabel("")
+            text.setWordWrap(True)
+            text.setTextFormat(Qt.TextFormat.RichText)
+            self.lanes_box.addWidget(label, 2 * i, 0)
+            self.lanes_box.addWidget(bar, 2 * i, 1)
+            self.lanes_box.addWidget(speed, 2 * i, 2)
+            self.lanes_box.addWidget(text, 2 * i + 1, 0, 1, 3)
             self.bars.append((label, bar, speed))
+            self.texts.append(text)
+            self.shown_rounds.append(-1)
         self.lanes_box.setColumnStretch(1, 1)
 
     def running(self, on: bool) -> None:
@@ -455,6 +493,7 @@ class LinePanel(QWidget):
     def ended(self, cancelled: bool) -> None:
         self.running(False)
         self.lineup = as_lineup(self.events)
+        self.shown_rounds = [-1] * len(self.shown_rounds)
         if self.lineup is None or not self.lineup.complete:
             self.status.setText("Cancelled: no lineup to replay." if cancelled else
                                 "The lineup did not finish: " + self.status.text())
@@ -490,9 +529,13 @@ class LinePanel(QWidget):
 
     def show_at(self, t: float) -> None:
         assert self.lineup is not None
-        for (label, bar, speed), state in zip(self.bars, self.lineup.at(t), strict=False):
+        for i, ((label, bar, speed), state) in enumerate(zip(self.bars, self.lineup.at(t),
+                                                             strict=False)):
             label.setText(state.label)
             bar.setValue(state.tokens)
+            if i < len(self.texts) and state.rounds != self.shown_rounds[i]:  # only on change
+                self.shown_rounds[i] = state.rounds
+                self.texts[i].setText(lane_html(self.lineup.lanes[i].rounds[:state.rounds]))
             speed.setText(f"{state.tokens_per_s:5.1f} tok/s, {state.tokens_per_round:.2f} "
                           f"tok/round" + (" ✓ done" if state.done else ""))
         self.clock.setText(f"shared clock: {t:.2f} s of {self.lineup.duration_s:.2f} s")

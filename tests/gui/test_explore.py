@@ -7,8 +7,9 @@ from pathlib import Path
 from PIL import Image
 
 from specviz.core.lineup import as_lineup
-from specviz.gui.explore import ExploreWindow
+from specviz.gui.explore import ExploreWindow, lane_html
 from tests.core.test_lineup import three_lanes
+from tests.gui.scripted import speculative_events
 from tests.tiny import tiny_pair
 
 
@@ -80,4 +81,18 @@ def test_a_lineup_runs_then_replays_on_one_clock(qtbot) -> None:  # noqa: ANN001
     panel._make_bars(["a", "b", "c"], 10)
     panel.show_at(0.45)
     assert [bar.value() for _, bar, _ in panel.bars] == [7, 0, 1]
+    # Lane 1 at 0.45 s: its first two rounds, every token in its fate's style.
+    html = panel.texts[0].text()
+    assert html == lane_html(panel.lineup.lanes[0].rounds[:2]) and "猫" in html
+    assert panel.texts[1].text() == ""  # nothing yet at 0.45 s: its first round ends at 0.5
     w.close()
+
+
+def test_lane_text_styles_each_token_by_its_fate() -> None:
+    rounds = [e for e in speculative_events() if type(e).__name__ == "Round"]
+    html = lane_html(rounds[:1])  # " the", " cat" kept, " sat" rejected, " dog" resampled
+    assert html == ('<span style="color:#0072B2"> the</span>'
+                    '<span style="color:#0072B2"> cat</span>'
+                    '<span style="color:#D55E00;text-decoration:line-through"> sat</span>'
+                    '<span style="color:#D55E00;text-decoration:underline"> dog</span>')
+    assert '<span style="color:#009E73;font-weight:bold">猫</span>' in lane_html(rounds[:2])
