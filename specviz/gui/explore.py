@@ -22,6 +22,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pyqtgraph as pg  # noqa: E402
@@ -372,6 +373,9 @@ class LinePanel(QWidget):
         self.cancel_button.setEnabled(False)
         self.replay_button = QPushButton("Replay on one clock")
         self.replay_button.setEnabled(False)
+        self.open_button = QPushButton("Open…")
+        self.save_button = QPushButton("Save…")
+        self.save_button.setEnabled(False)
         self.status = QLabel("Each lane runs after the other (they would share the cores), then "
                              "all replay together from their own timestamps.")
         self.status.setWordWrap(True)
@@ -386,6 +390,8 @@ class LinePanel(QWidget):
         row.addWidget(self.run_button)
         row.addWidget(self.cancel_button)
         row.addWidget(self.replay_button)
+        row.addWidget(self.open_button)
+        row.addWidget(self.save_button)
         form.addRow(row)
         self.lanes_box = QGridLayout()
         self.clock = QLabel("")
@@ -411,6 +417,8 @@ class LinePanel(QWidget):
         self.timer.timeout.connect(self._on_timer_timeout)
         self.run_button.clicked.connect(self._on_run_clicked)
         self.replay_button.clicked.connect(self.replay)
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.save_button.clicked.connect(self._on_save_clicked)
 
     def job(self) -> LineupJob | None:
         from specviz.core.errors import InputError
@@ -499,8 +507,52 @@ class LinePanel(QWidget):
                                 "The lineup did not finish: " + self.status.text())
             return
         self.replay_button.setEnabled(True)
+        self.save_button.setEnabled(True)
         self.fill_card(self.lineup)
         self.replay()
+
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a lineup or race recording", "",
+                                              "Recordings (*.jsonl *.json);;All files (*)")
+        if path:
+            self.open_recording(path)
+
+    def open_recording(self, path: str) -> bool:
+        """Show a saved lineup (or race); a file that is none says why in the status line."""
+        from specviz.core.recording import RecordingError, read_recording
+
+        try:
+            events = read_recording(path)
+        except RecordingError as exc:
+            self.status.setText(f"{Path(path).name}: {exc}")
+            return False
+        lineup = as_lineup(events)
+        if lineup is None or not lineup.complete:
+            self.status.setText(f"{Path(path).name}: not a finished lineup (2-5 runs of one "
+                                "prompt, target, seed and token budget).")
+            return False
+        self.timer.stop()
+        self.events = list(events)
+        self._make_bars([lane.label for lane in lineup.lanes],
+                        lineup.lanes[0].started.settings.max_new_tokens)
+        self.status.setText(f"{Path(path).name}: {len(lineup.lanes)} lanes.")
+        self.ended(False)
+        return True
+
+    def _on_save_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the lineup recording", "lineup.jsonl",
+                                              "Recordings (*.jsonl)")
+        if path:
+            self.save_recording(path)
+
+    def save_recording(self, path: str) -> None:
+        from specviz.core.events import to_json
+
+        try:
+            Path(path).write_text("".join(to_json(e) + "\n" for e in self.events),
+                                  encoding="utf-8")
+        except OSError as exc:
+            self.status.setText(f"Could not save {path}: {exc.strerror or exc}")
 
     def fill_card(self, lineup: Lineup) -> None:
         ranked = lineup.ranking()

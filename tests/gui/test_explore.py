@@ -96,3 +96,22 @@ def test_lane_text_styles_each_token_by_its_fate() -> None:
                     '<span style="color:#D55E00;text-decoration:line-through"> sat</span>'
                     '<span style="color:#D55E00;text-decoration:underline"> dog</span>')
     assert '<span style="color:#009E73;font-weight:bold">猫</span>' in lane_html(rounds[:2])
+
+
+def test_a_lineup_recording_saves_and_opens_again(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    from specviz.core.events import to_json
+
+    w = window(qtbot)
+    panel = w.lineup_panel
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in three_lanes()), encoding="utf-8")
+    assert panel.open_recording(str(path))
+    assert panel.lineup == as_lineup(three_lanes()) and panel.card.rowCount() == 3
+    panel.save_recording(str(tmp_path / "again.jsonl"))
+    assert (tmp_path / "again.jsonl").read_text(encoding="utf-8") == path.read_text("utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n", encoding="utf-8")
+    assert not panel.open_recording(str(bad))
+    assert panel.status.text().startswith("bad.jsonl: line 1:")
+    assert panel.lineup == as_lineup(three_lanes())  # what was shown stays
+    w.close()
