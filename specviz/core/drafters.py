@@ -14,22 +14,24 @@ holds for any q, including a point mass).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
 
-from .fast_llama import FastLlama, unsupported
-from .models import cached_forward, draft_id_table, model_device
+from .cached_model import CachedModel as CachedModel  # re-exported: it lived here
+from .cached_model import Clock, ModelRunner
+from .plans import GoOn, Plan, Proposal, TargetOutputs, TargetRequest
 from .rng import Random
 
+if TYPE_CHECKING:
+    from .events import Settings
+    from .models import ModelPair
+
 Probs = Callable[[torch.Tensor], torch.Tensor]  # logits (..., V) -> probabilities (..., V)
-# Asked after each drafted token: (tokens drafted so far, the draft's confidence in the last
-# one) -> whether to draft another. It may read only the draft's side (its tokens and q):
-# then K is a stopping time of the draft's own draws and the output law stays exactly p.
-GoOn = Callable[[int, float], bool]
+# logits, temperature, top-k, top-p -> probabilities (sampling.logits_to_probs)
+Warp = Callable[[torch.Tensor, float, int, float], torch.Tensor]
 
 # HybridDrafter drafts by lookup when the context's suffix matches earlier text over at least
 # this many tokens, and with the model otherwise. Measured without a clock (benchmarks/
@@ -44,135 +46,13 @@ HYBRID_MIN_MATCH = 2
 LOOKUP_K = 10
 
 
-class CachedModel:
-    """One causal LM with its own KV cache; ``feed`` runs only the ids the cache lacks."""
-
-    def __init__(self, model: Any, vocab_size: int, vocab_map: torch.Tensor | None = None,
-                 oov_id: int = 0, fast: bool = False) -> None:
-        from transformers import DynamicCache
-
-        self.model = model
-        # fast: a plain Llama runs through FastLlama (the draft: its per-token cost is mostly
-        # framework); anything FastLlama cannot reproduce keeps transformers' forward.
-        self.fast = FastLlama(model) if fast and unsupported(model) is None else None
-        self.device = model_device(model)  # parameters may span devices (device_map)
-        self.vocab_size = vocab_size
-        self.cache = DynamicCache(config=model.config)
-        # Sliding-window (and linear-attention) layers drop old states as they go, and a
-        # later rollback can then no longer crop. Recording the past keeps them until the next
-        # crop, as transformers' own assisted generation does; crop() then trims to the window.
-        self.cache.activate_past_recording()  # type: ignore[no-untyped-call]
-        self.ids: list[int] = []  # what the cache holds, for checks and debugging
-        self.calls = 0
-        self.forward_time_s = 0.0
-        # Reduced-vocabulary draft: target id -> draft id on the way in, scatter on the way out.
-        self.vocab_map = vocab_map.to(self.device) if vocab_map is not None else None
-        self.to_local: torch.Tensor | None = None
-        if vocab_map is not None:
-            self.to_local = draft_id_table(vocab_map, vocab_size, oov_id).to(self.device)
-        # An increasing map keeps the target's id order among the model's own ids, so a
-        # distribution computed over those ids and widened afterwards (``widen``) is the one
-        # computed over the widened logits, ties included (they resolve by id either way); a
-        # draw by inverse CDF picks the same id. The draft then samples over its 16,384 ids,
-        # not the target's 49,152 (~0.05 ms a token instead of ~0.29 ms here).
-        self.local = vocab_map is not None and bool((vocab_map[1:] > vocab_map[:-1]).all())
-
-    @property
-    def length(self) -> int:
-        return len(self.ids)
-
-    def feed(self, ids: list[int], keep: int, local: bool = False) -> torch.Tensor:
-        """Run ``ids`` after the cached prefix; logits of the last ``keep`` positions, (keep, V)
-        (with ``local`` and an increasing map: over the model's own ids, (keep, len(map)))."""
-        inp = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
-        if self.to_local is not None:
-            inp = self.to_local[inp]
-        t0 = time.perf_counter()
-        if self.fast is not None:
-            logits = self.fast.feed(inp[0], keep)  # (keep, V_model)
-        else:
-            out, self.cache = cached_forward(self.model, self.cache, input_ids=inp,
-                                             logits_to_keep=keep)
-            logits = out.logits[0, -keep:].to(self.device)  # (keep, V_model)
-        self.forward_time_s += time.perf_counter() - t0
-        self.ids.extend(ids)
-        self.calls += 1
-        if self.vocab_map is not None:
-            if local and self.local:
-                return logits
-            full: torch.Tensor = logits.new_full((keep, self.vocab_size), float("-inf"))
-            full[:, self.vocab_map] = logits
-            return full
-        shared: torch.Tensor = logits[:, : self.vocab_size]
-        return shared
-
-    def widen(self, rows: torch.Tensor) -> torch.Tensor:
-        """Probability rows over the model's own ids (``feed(local=True)``) -> (n, V)."""
-        if not self.local:
-            return rows
-        assert self.vocab_map is not None
-        full = rows.new_zeros((rows.shape[0], self.vocab_size))
-        full[:, self.vocab_map] = rows
-        return full
-
-    def global_id(self, i: int) -> int:
-        """The target's id of row position ``i`` of ``feed(local=True)``."""
-        return int(self.vocab_map[i]) if self.local and self.vocab_map is not None else i
-
-    def time_pass(self, n: int, token: int) -> float:
-        """Seconds of one pass over ``n`` copies of ``token`` after the cached prefix, which is
-        left as it was (a calibration: not counted in ``calls`` or ``forward_time_s``)."""
-        inp = torch.full((1, n), token, dtype=torch.long, device=self.device)  # (1, n)
-        if self.to_local is not None:
-            inp = self.to_local[inp]
-        t0 = time.perf_counter()
-        if self.fast is not None:
-            self.fast.feed(inp[0], n)
-            seconds = time.perf_counter() - t0
-            self.fast.crop(self.length)
-            return seconds
-        _, self.cache = cached_forward(self.model, self.cache, input_ids=inp, logits_to_keep=n)
-        seconds = time.perf_counter() - t0
-        self.cache.crop(-n)
-        return seconds
-
-    def crop(self, length: int) -> None:
-        """Forget everything after the first ``length`` cached tokens (and trim window layers)."""
-        extra = max(0, self.length - length)
-        if self.fast is not None:
-            self.fast.crop(self.length - extra)
-        else:  # transformers 5: a negative count to remove; crop(0) trims sliding layers
-            self.cache.crop(-extra)
-        del self.ids[len(self.ids) - extra:]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a drafter would do now: its source, the key its α is tracked under, its reach."""
-
-    source: str  # "model" or "lookup": named on every drafted position
-    key: str  # finer than source for α estimates, e.g. "lookup:3" for a 3-token match
-    available: int | None = None  # most tokens it can propose (None = any number)
-    match: int = 0  # lookup: length of the matched suffix (0 = no match)
-    # The drafter's own K (lookup: ``lookup_k``), drafted by the fixed and heuristic policies
-    # in place of theirs; None = the policy's K (the model drafter).
-    budget: int | None = None
-
-
-@dataclass(frozen=True)
-class Proposal:
-    tokens: tuple[int, ...]
-    q_rows: torch.Tensor  # (len(tokens), V): the distribution each token was drawn from
-    source: str
-    # The draft's confidence in each token: q(x), or at T = 0 (q one-hot on the argmax) the
-    # argmax's softmax probability. Empty for lookup (its q is one-hot by construction).
-    confidence: tuple[float, ...] = ()
-
-
 class Drafter(Protocol):
     """Proposes drafts from the committed context; rolls back when told what was kept."""
 
     name: str
+    # What the drafter wants of the target's verify pass (None: nothing, and the pass costs
+    # nothing extra); the engine hands it over through ``see_target`` after verification.
+    target_request: TargetRequest | None
 
     @property
     def calls(self) -> int:
@@ -204,6 +84,53 @@ class Drafter(Protocol):
         """The verifier kept the first ``n_kept`` drafts of the last proposal."""
         ...
 
+    def see_target(self, outputs: TargetOutputs) -> None:
+        """The target's outputs of this round's verify pass (only with a ``target_request``)."""
+        ...
+
+
+class DrafterBase:
+    """Defaults for a drafter without a model of its own: no forward passes, one plan, nothing
+    to roll back, no use for the target's outputs. Subclasses define ``plan`` and ``propose``."""
+
+    name: str = "base"
+    target_request: TargetRequest | None = None
+
+    @property
+    def calls(self) -> int:
+        return 0
+
+    @property
+    def forward_time_s(self) -> float:
+        return 0.0
+
+    def plan(self, context: Sequence[int]) -> Plan:
+        raise NotImplementedError
+
+    def options(self, context: Sequence[int]) -> list[Plan]:
+        return [self.plan(context)]
+
+    def follow(self, plan: Plan) -> None:
+        pass
+
+    def update(self, n_kept: int) -> None:
+        pass
+
+    def see_target(self, outputs: TargetOutputs) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class DraftTools:
+    """What a drafter is built with besides the pair and the settings: passed in (by the
+    engine's factory), so a test can hand in its own warper, model runner or clock."""
+
+    warp: Warp  # logits -> probabilities (sampling.logits_to_probs)
+    # (model, vocab_size, vocab_map, oov_id, fast=...) -> a model with its KV cache
+    # (CachedModel, with the factory's model call and clock)
+    runner: ModelRunner
+    clock: Clock  # time.perf_counter
+
 
 def _one_hot(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
     rows = torch.zeros(len(tokens), vocab_size)  # (n, V)
@@ -212,14 +139,19 @@ def _one_hot(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
     return rows
 
 
-class ModelDrafter:
+class ModelDrafter(DrafterBase):
     """Today's draft model q with its KV cache (reduced-vocabulary drafts mapped back)."""
 
     name = "model"
+    # Before a draft step is timed: ~0.15 of a one-token target pass (the bundled pair measured
+    # 0.1-0.2); α before any draft was tested.
+    PRIOR = 0.6
+    STEP_COST = 0.15
 
     def __init__(self, model: Any, vocab_size: int, probs: Probs, greedy: bool,
-                 vocab_map: torch.Tensor | None = None, oov_id: int = 0) -> None:
-        self.lm = CachedModel(model, vocab_size, vocab_map, oov_id, fast=True)
+                 vocab_map: torch.Tensor | None = None, oov_id: int = 0, *,
+                 runner: ModelRunner = CachedModel) -> None:
+        self.lm = runner(model, vocab_size, vocab_map, oov_id, fast=True)
         self.probs = probs
         self.greedy = greedy
         self._start = 0  # context length when the last proposal was made
@@ -233,13 +165,12 @@ class ModelDrafter:
         return self.lm.forward_time_s
 
     def plan(self, context: Sequence[int]) -> Plan:
-        return Plan("model", "model")
+        return self.plan_for()
 
-    def options(self, context: Sequence[int]) -> list[Plan]:
-        return [self.plan(context)]
-
-    def follow(self, plan: Plan) -> None:
-        pass
+    @classmethod
+    def plan_for(cls) -> Plan:
+        """Every plan of the draft model: its priors, and confidences to stop by."""
+        return Plan("model", "model", prior=cls.PRIOR, step_cost=cls.STEP_COST, confident=True)
 
     def propose(self, context: Sequence[int], k: int, rng: Random,
                 go_on: GoOn | None = None) -> Proposal:
@@ -274,7 +205,7 @@ class ModelDrafter:
         self.lm.crop(min(self.lm.length, self._start + n_kept))
 
 
-class LookupDrafter:
+class LookupDrafter(DrafterBase):
     """Prompt lookup: copy what followed the most recent earlier occurrence of the suffix.
 
     Tries suffix lengths n = ngram_max down to ngram_min over prompt + generated ids and,
@@ -283,8 +214,10 @@ class LookupDrafter:
     """
 
     name = "lookup"
-    calls = 0
-    forward_time_s = 0.0
+    # α before any draft was tested, by match length, as measured at T = 0 on the bundled
+    # pair (benchmarks/drafters.py --lookup-alpha: 0.27 / 0.51 / 0.64 / 0.89); no match 0.5.
+    PRIORS: ClassVar[dict[int, float]] = {0: 0.5, 1: 0.3, 2: 0.5, 3: 0.65}
+    LONG_MATCH_PRIOR = 0.85  # matches of 4 tokens and more
 
     def __init__(self, vocab_size: int, ngram_min: int = 1, ngram_max: int = 4,
                  lookup_k: int = LOOKUP_K) -> None:
@@ -331,13 +264,14 @@ class LookupDrafter:
         self._match = (len(context), n, start)
         # The copy runs from ``start`` to the end of the context, at most lookup_k tokens.
         available = min(len(context) - start, self.lookup_k) if n else 0
-        return Plan("lookup", f"lookup:{n}", available, n, self.lookup_k)
+        return self.plan_for(n, available, self.lookup_k)
 
-    def options(self, context: Sequence[int]) -> list[Plan]:
-        return [self.plan(context)]
-
-    def follow(self, plan: Plan) -> None:
-        pass
+    @classmethod
+    def plan_for(cls, match: int, available: int, budget: int | None = LOOKUP_K) -> Plan:
+        """The plan of a ``match``-token match with ``available`` tokens to copy."""
+        prior = cls.PRIORS.get(match, cls.LONG_MATCH_PRIOR)
+        return Plan("lookup", f"lookup:{match}", available, match, budget, prior=prior,
+                    spans=True)
 
     def propose(self, context: Sequence[int], k: int, rng: Random,
                 go_on: GoOn | None = None) -> Proposal:
@@ -353,7 +287,7 @@ class LookupDrafter:
         self._match = None  # nothing to roll back: the index only ever holds committed ids
 
 
-class HybridDrafter:
+class HybridDrafter(DrafterBase):
     """Lookup where the suffix matches earlier text over ``min_match`` tokens, the model else."""
 
     name = "hybrid"
@@ -404,12 +338,10 @@ class HybridDrafter:
         self._last.update(n_kept)
 
 
-class NoDrafter:
+class NoDrafter(DrafterBase):
     """The target alone: nothing is ever proposed, every round is a plain target step."""
 
     name = "none"
-    calls = 0
-    forward_time_s = 0.0
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
@@ -417,18 +349,43 @@ class NoDrafter:
     def plan(self, context: Sequence[int]) -> Plan:
         return Plan("none", "none", 0)
 
-    def options(self, context: Sequence[int]) -> list[Plan]:
-        return [self.plan(context)]
-
-    def follow(self, plan: Plan) -> None:
-        pass
-
     def propose(self, context: Sequence[int], k: int, rng: Random,
                 go_on: GoOn | None = None) -> Proposal:
         return Proposal((), torch.zeros(0, self.vocab_size), "none")
 
-    def update(self, n_kept: int) -> None:
-        pass
+
+# Factories, one per registered drafter (registry.py): (pair, settings, tools) -> the drafter
+# and the name the events give it (RunStarted.pair.draft).
 
 
-DRAFTERS = ("model", "lookup", "hybrid")
+def _model_drafter(pair: ModelPair, s: Settings, tools: DraftTools,
+                   cls: type[ModelDrafter]) -> ModelDrafter:
+    # The draft may be calibrated to draw at T × scale (models.TEMPERATURE_SCALE_KEY): q is
+    # whatever it draws from, and verify tests against that same q, so exactness holds for
+    # any scale; T = 0 stays greedy.
+    t_draft = s.temperature * pair.draft_temperature_scale
+
+    def probs(logits: torch.Tensor) -> torch.Tensor:
+        return tools.warp(logits, t_draft, s.top_k, s.top_p)
+
+    return cls(pair.draft, pair.vocab_size, probs, s.temperature == 0, pair.draft_vocab_map,
+               pair.draft_oov_id, runner=tools.runner)
+
+
+def build_model_drafter(pair: ModelPair, s: Settings, tools: DraftTools,
+                cls: type[ModelDrafter] = ModelDrafter) -> tuple[Drafter, str]:
+    """The draft model q at the run's sampling settings (``cls``: a variant, for tests)."""
+    return _model_drafter(pair, s, tools, cls), pair.draft_name or "draft"
+
+
+def build_lookup_drafter(pair: ModelPair, s: Settings, tools: DraftTools) -> tuple[Drafter, str]:
+    """Prompt lookup over the run's own text: no draft model."""
+    return LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k), "prompt lookup"
+
+
+def build_hybrid_drafter(pair: ModelPair, s: Settings, tools: DraftTools,
+                 cls: type[ModelDrafter] = ModelDrafter) -> tuple[Drafter, str]:
+    """Lookup on a long enough match, the draft model otherwise."""
+    model = _model_drafter(pair, s, tools, cls)
+    lookup = LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k)
+    return HybridDrafter(model, lookup), f"{pair.draft_name or 'draft'} + prompt lookup"

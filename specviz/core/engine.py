@@ -1,7 +1,9 @@
 """Speculative and plain autoregressive decoding, as generators of events.
 
 p = target, q = draft. One ``next()`` on a run is one round, so a caller can pause,
-step or stop between rounds simply by how it pulls.
+step or stop between rounds simply by how it pulls. The loop is handed its parts (target
+runner, drafter, K policy, verifier, warper, clock, random source: ``parts.Factory``) and an
+event builder (``run_events.py``); it holds the algorithm alone.
 """
 
 from __future__ import annotations
@@ -9,54 +11,35 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import torch
 
-from .drafters import (
-    DRAFTERS,
-    CachedModel,
-    Drafter,
-    HybridDrafter,
-    LookupDrafter,
-    ModelDrafter,
-    NoDrafter,
-)
+from . import registry
+from .cached_model import CachedModel as CachedModel  # re-exported: tests and tools use it
+from .drafters import NoDrafter
 from .errors import InputError
-from .events import (
-    FORMAT_VERSION,
-    DraftPosition,
-    Event,
-    ExtraKind,
-    ExtraToken,
-    PairInfo,
-    Round,
-    RunFailed,
-    RunFinished,
-    RunStarted,
-    Settings,
-    StopReason,
-    TopN,
-)
+from .events import Event, RunFailed, Settings, StopReason
 from .models import ModelPair
-from .policy import K_LIMIT, K_POLICIES, FixedPolicy, KPolicy, Outcome, make_policy
-from .rng import Random, TorchRandom
-from .sampling import logits_to_probs
+from .parts import Calibration, Factory, Parts, TargetRunner
+from .plans import Outcome, TargetOutputs, TargetRequest
+from .policy import K_LIMIT, FixedPolicy
+from .rng import Random
+from .run_events import EventBuilder
 from .tally import Tally
-from .text import IncrementalDetokenizer, TokenTexts
-from .verify import verify
+from .text import IncrementalDetokenizer
 
 K_MIN, K_MAX = 1, K_LIMIT
 # Below this, logits / T overflows float32 (|logit| ~ 30 gives 3e31 and more) and softmax
 # turns to NaN; a user meaning "greedy" should type 0.
 TEMPERATURE_MIN = 1e-30
 NGRAM_LIMIT = 8
-
-_Model = CachedModel  # the engine's view of one model + KV cache (tests patch its feed)
+# The built-in names (the registry may hold more: registry.drafter_names()).
+DRAFTERS = registry.drafter_names()
+K_POLICIES = registry.policy_names()
 
 
 def validate(settings: Settings, speculative: bool = True) -> None:
@@ -76,31 +59,31 @@ def validate(settings: Settings, speculative: bool = True) -> None:
         raise InputError(f"max new tokens must be at least 1, got {s.max_new_tokens}.")
     if s.top_n < 1:
         raise InputError(f"top-N must be at least 1, got {s.top_n}.")
-    if s.drafter not in DRAFTERS:
-        raise InputError(f"The drafter must be one of {', '.join(DRAFTERS)}, got {s.drafter!r}.")
+    if s.drafter not in registry.DRAFTERS:
+        raise InputError(f"The drafter must be one of {', '.join(registry.drafter_names())}, "
+                         f"got {s.drafter!r}.")
     if not 1 <= s.ngram_min <= s.ngram_max <= NGRAM_LIMIT:
         raise InputError(f"n-gram sizes need 1 <= min <= max <= {NGRAM_LIMIT}, got min "
                          f"{s.ngram_min}, max {s.ngram_max}.")
     if not 1 <= s.lookup_k <= K_MAX:
         raise InputError(f"The lookup budget must be between 1 and {K_MAX}, got {s.lookup_k}.")
-    if s.k_policy not in K_POLICIES:
-        raise InputError(f"The K policy must be one of {', '.join(K_POLICIES)}, got "
-                         f"{s.k_policy!r}.")
+    if s.k_policy not in registry.K_POLICIES:
+        raise InputError(f"The K policy must be one of {', '.join(registry.policy_names())}, "
+                         f"got {s.k_policy!r}.")
     if not 0.0 < s.lenience <= 1.0:  # also refuses NaN
         raise InputError(f"Lenience must be in (0, 1] (1 = exact), got {s.lenience}.")
 
 
 class _Run:
-    """State shared by both decoders: prompt, randomness, text stream, stop conditions."""
+    """State shared by both decoders: prompt, text stream, budget and stop conditions."""
 
-    def __init__(self, pair: ModelPair, settings: Settings, prompt: str,
-                 speculative: bool, rng: Random | None) -> None:
+    def __init__(self, pair: ModelPair, settings: Settings, prompt: str, speculative: bool,
+                 detokenizer: type[IncrementalDetokenizer]) -> None:
         validate(settings, speculative)
         seed = settings.seed
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little")
         self.settings = replace(settings, seed=seed)
-        self.rng: Random = rng if rng is not None else TorchRandom(seed)
         self.pair = pair
         self.tok = pair.tokenizer
         self.prompt_ids = encode_prompt(self.tok, prompt, settings)
@@ -113,32 +96,11 @@ class _Run:
         self.budget = min(settings.max_new_tokens, context - len(self.prompt_ids))
         self.context_limited = self.budget < settings.max_new_tokens
         self.eos = _eos_ids(pair)
-        self.texts = TokenTexts(self.tok)
-        self.detok = IncrementalDetokenizer(self.tok, self.prompt_ids)
+        self.detok = detokenizer(self.tok, self.prompt_ids)
         self.generated: list[int] = []
         self.stop_reason: StopReason | None = None
         self.tally = Tally()
-        self.t0 = time.perf_counter()
-
-    def top(self, probs: torch.Tensor, extra_id: int | None = None) -> TopN:
-        """Top-N of a 1-D distribution, plus ``extra_id`` if it lies outside the top-N."""
-        return self.tops(probs[None], [extra_id])[0]
-
-    def tops(self, rows: torch.Tensor, extra_ids: Sequence[int | None]) -> list[TopN]:
-        """:meth:`top` of each of the first ``len(extra_ids)`` rows, in one ``topk`` call (a
-        call per row cost ~2% of a run's wall time once the forward passes got faster)."""
-        rows = rows[:len(extra_ids)]
-        n = min(self.settings.top_n, rows.shape[-1])
-        values, ids = torch.topk(rows, n, dim=-1)
-        out = []
-        for r, (id_list, prob_list) in enumerate(zip(ids.tolist(), values.tolist(), strict=True)):
-            extra_id = extra_ids[r]
-            if extra_id is not None and extra_id not in id_list:
-                id_list.append(extra_id)
-                prob_list.append(float(rows[r, extra_id]))
-            out.append(TopN(tuple(id_list), tuple(prob_list),
-                            tuple(self.texts(i) for i in id_list)))
-        return out
+        self.events = EventBuilder(pair, self.settings, self.prompt_ids)
 
     def commit(self, new_ids: list[int]) -> tuple[list[int], list[str]]:
         """Append ids up to EOS or the budget; return what was kept and each one's text."""
@@ -161,123 +123,93 @@ class _Run:
             pieces[-1] += self.detok.flush()
         return kept, pieces
 
-    def started(self, mode: str, draft_name: str | None) -> RunStarted:
-        pair = self.pair
-        info = PairInfo(draft=draft_name, target=pair.target_name, device=str(pair.device),
-                        dtype=str(pair.dtype).removeprefix("torch."), vocab_size=pair.vocab_size,
-                        draft_temperature_scale=(pair.draft_temperature_scale
-                                                 if mode == "speculative"
-                                                 and self.settings.drafter != "lookup"
-                                                 else 1.0))
-        return RunStarted(mode=mode, prompt=self.tok.decode(self.prompt_ids),  # type: ignore[arg-type]
-                          prompt_ids=tuple(self.prompt_ids), pair=info, settings=self.settings,
-                          format=FORMAT_VERSION)
 
-    def finished(self, target: CachedModel, drafter: Drafter) -> RunFinished:
-        self.tally.close(time.perf_counter() - self.t0, target.calls, drafter.calls,
-                         target.forward_time_s + drafter.forward_time_s)
-        return RunFinished(generated_ids=tuple(self.generated), text=self.detok.text,
-                           stop_reason=self.stop_reason or "stopped", summary=self.tally.summary())
+def _verify_pass(target: TargetRunner, fed: list[int], keep: int,
+                 request: TargetRequest | None) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+    """The target's logits of the last ``keep`` positions of ``fed`` (and the hidden states a
+    drafter asked for: only then does the pass return them)."""
+    if request is None or not request.hidden_layers:
+        return target.feed(fed, keep=keep), {}
+    return target.feed_with_hidden(fed, keep, request.hidden_layers)
 
 
-def _loop(run: _Run, drafter: Drafter, policy: KPolicy, mode: str, draft_name: str | None,
-          stop: threading.Event | None) -> Iterator[Event]:
-    """The one round loop: plan, choose K, draft, verify with one target pass, commit."""
-    pair, s = run.pair, run.settings
-    target = CachedModel(pair.target, pair.vocab_size)
+def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
+          costs: dict[int, float] | None, stop: threading.Event | None) -> Iterator[Event]:
+    """The one round loop: plan, choose K, draft, verify with one target pass, commit.
+
+    ``t0`` is the run's time origin; ``costs``, the target's pass costs for a policy that
+    wants them (timed before ``t0``), reach it from round 2 on, as they always did.
+    """
+    s, tally, clock = run.settings, run.tally, parts.clock
+    target, drafter, policy, rng = parts.target, parts.drafter, parts.policy, parts.rng
+    vocab = run.pair.vocab_size
     greedy = s.temperature == 0
     exact = s.lenience >= 1.0
-    tally = run.tally
-    calibrate = getattr(policy, "calibrate", None)  # the cost policy wants v(n) up front
+    request = drafter.target_request  # None for every built-in drafter: nothing extra
     if mode == "speculative":
         tally.reached, tally.kept = [0] * s.k, [0] * s.k
-    yield run.started(mode, draft_name)
+    yield run.events.started(mode, parts.draft_name, draws_scaled)
     seq = list(run.prompt_ids)  # committed ids: prompt + generated
 
     while run.stop_reason is None:
         if _stopped(stop):
             run.stop_reason = "stopped"
             break
-        if calibrate is not None and tally.rounds == 1:  # the prompt is in the cache now
-            calibrate(verify_costs(target, seq[-1]))
-        t_round = time.perf_counter()
+        if costs is not None and tally.rounds == 1:  # round 1 also prefills the prompt
+            policy.calibrate(costs)
+        t_round = clock()
         # Never draft past the budget: the round's extra token is the last one allowed.
         plan, choice = policy.pick(drafter.options(seq), run.budget - len(run.generated) - 1)
         drafter.follow(plan)
 
-        t_draft = time.perf_counter()
+        t_draft = clock()
         # A stop cap: draft up to it while the policy's rule, asked after each draft, says go.
         stop_rule = policy.stop_rule(plan, choice.stop_cap) if choice.stop_cap > 1 else None
         most = choice.stop_cap if stop_rule is not None else choice.k
-        proposal = drafter.propose(seq, most, run.rng, stop_rule) if choice.k > 0 else None
+        proposal = drafter.propose(seq, most, rng, stop_rule) if choice.k > 0 else None
         drafts = list(proposal.tokens) if proposal is not None else []
-        q_rows = proposal.q_rows if proposal is not None else torch.zeros(0, pair.vocab_size)
+        q_rows = proposal.q_rows if proposal is not None else torch.zeros(0, vocab)
         source = proposal.source if proposal is not None else plan.source
         k = len(drafts)
 
         # Verify: one target pass over the uncached tail + K drafts gives K+1 rows of p.
-        t_verify = time.perf_counter()
-        fed = seq[target.length:] + drafts
-        p_rows = logits_to_probs(target.feed(fed, keep=k + 1), s.temperature, s.top_k,
-                                 s.top_p).cpu()  # (K+1, V)
-        t_done = time.perf_counter()
-        verdict = verify(p_rows, q_rows, drafts, run.rng, greedy=greedy, lenience=s.lenience)
+        t_verify = clock()
+        start = target.length
+        fed = seq[start:] + drafts
+        logits, hidden = _verify_pass(target, fed, k + 1, request)
+        p_rows = parts.warp(logits, s.temperature, s.top_k, s.top_p).cpu()  # (K+1, V)
+        t_done = clock()
+        verdict = parts.verifier(p_rows, q_rows, drafts, rng, greedy=greedy,
+                                 lenience=s.lenience)
         n_acc = verdict.n_accepted
 
         # Roll the target and the drafter back to the committed prefix (the extra token is
         # fed with the next round's pass).
         target.crop(len(seq) + n_acc)
         drafter.update(n_acc)
+        if request is not None:
+            drafter.see_target(TargetOutputs(start, tuple(fed), len(fed) - k + n_acc,
+                                             logits if request.logits else None, hidden))
         new_ids = drafts[:n_acc] + [verdict.extra_id]
         kept, pieces = run.commit(new_ids)
         seq.extend(kept)
 
-        q_tops = run.tops(q_rows, drafts) if drafts else []
-        p_tops = run.tops(p_rows, drafts) if drafts else []
-        drafted = tuple(
-            DraftPosition(
-                index=i, token_id=x, text=run.texts(x), q=float(q_rows[i, x]),
-                p=float(p_rows[i, x]), ratio=verdict.ratios[i], r=verdict.rs[i],
-                status=verdict.statuses[i], q_top=q_tops[i],
-                p_top=p_tops[i], drafter=source,
-            )
-            for i, x in enumerate(drafts)
-        )
-        extra_event = None
-        if len(kept) == len(new_ids):  # the extra token survived EOS/budget trimming
-            dist, extra_id = verdict.extra_dist, verdict.extra_id
-            kind: ExtraKind = "target" if k == 0 else verdict.extra_kind  # K = 0: a plain step
-            extra_event = ExtraToken(
-                kind=kind,
-                token_id=extra_id, text=run.texts(extra_id), prob=float(dist[extra_id]),
-                p=float(p_rows[n_acc, extra_id]), dist_top=run.top(dist, extra_id),
-            )
-        rnd = Round(
-            index=tally.rounds,
-            k=k,
-            drafted=drafted,
-            n_accepted=n_acc,
-            extra=extra_event,
-            bonus_top=run.top(p_rows[k]) if k else None,
-            appended_ids=tuple(kept),
-            appended_text="".join(pieces),
-            appended_texts=tuple(pieces),
-            draft_time_s=t_verify - t_draft,
-            verify_time_s=t_done - t_verify,
-            n_generated=len(run.generated),
-            target_calls=target.calls,
-            draft_calls=drafter.calls,
-            elapsed_s=time.perf_counter() - run.t0,
+        rnd = run.events.round(
+            index=tally.rounds, drafts=drafts, source=source, q_rows=q_rows, p_rows=p_rows,
+            verdict=verdict, kept=kept, pieces=pieces, extra_kept=len(kept) == len(new_ids),
+            draft_time_s=t_verify - t_draft, verify_time_s=t_done - t_verify,
+            n_generated=len(run.generated), target_calls=target.calls,
+            draft_calls=drafter.calls, elapsed_s=clock() - t0,
             final=run.stop_reason is not None,
-            policy_reason=choice.reason if stop_rule is None else stop_rule.reason(k),
-            exact=exact,
-        )
+            reason=choice.reason if stop_rule is None else stop_rule.reason(k), exact=exact)
         tally.add_round(rnd)
         policy.observe(Outcome(plan, k, n_acc, t_verify - t_draft, t_done - t_verify, len(fed),
-                               time.perf_counter() - t_round,
+                               clock() - t_round,
                                proposal.confidence if proposal is not None else ()))
         yield rnd
-    yield run.finished(target, drafter)
+    tally.close(clock() - t0, target.calls, drafter.calls,
+                target.forward_time_s + drafter.forward_time_s)
+    yield run.events.finished(run.generated, run.detok.text, run.stop_reason, tally.summary())
 
 
 # Widths of the target passes timed once per pair for the cost policy (1 + K drafts: K up to
@@ -366,55 +298,63 @@ def _stopped(stop: threading.Event | None) -> bool:
     return stop is not None and stop.is_set()
 
 
+def _run(pair: ModelPair, settings: Settings, prompt: str, stop: threading.Event | None,
+         rng: Random | None, factory: Factory, speculative: bool,
+         default_calibration: Calibration = calibrate) -> Iterator[Event]:
+    """Build the run's parts, time the target's passes if the policy wants them (before the
+    run's clock starts, so a one-off run's tokens/s does not pay for it), and loop."""
+    run = _Run(pair, settings, prompt, speculative, factory.detokenizer)
+    s = run.settings
+    assert s.seed is not None
+    random = rng if rng is not None else factory.random(s.seed)
+    target = factory.target(pair)
+    if speculative:
+        drafter, draft_name = factory.drafter(pair, s)
+        policy = factory.policy(s)
+        draws_scaled = factory.drafters[s.drafter].needs_draft_model
+    else:
+        drafter, draft_name = NoDrafter(pair.vocab_size), None
+        policy, draws_scaled = FixedPolicy(0), False
+    costs = None
+    if policy.wants_verify_costs:
+        costs = (factory.calibrate or default_calibration)(pair)
+    t0 = factory.clock()  # the run's clock starts after the calibration
+    parts = Parts(target=target, drafter=drafter, draft_name=draft_name, policy=policy,
+                  verifier=factory.verifier, warp=factory.warp, clock=factory.clock, rng=random)
+    yield from _loop(run, parts, "speculative" if speculative else "baseline", draws_scaled,
+                     t0, costs, stop)
+
+
 class SpeculativeDecoder:
     """Draft up to K tokens (model, lookup or both), verify them with one pass of p, keep the
-    exact prefix."""
+    exact prefix. ``factory`` supplies the run's parts (the real ones by default)."""
 
-    def __init__(self, pair: ModelPair, settings: Settings) -> None:
+    def __init__(self, pair: ModelPair, settings: Settings, *,
+                 factory: Factory | None = None) -> None:
         validate(settings, speculative=True)
-        if pair.draft is None and settings.drafter != "lookup":
+        self.factory = factory or Factory()
+        entry = self.factory.drafters[settings.drafter]
+        if pair.draft is None and entry.needs_draft_model:
+            free = [e.name for e in registry.DRAFTERS.values() if not e.needs_draft_model]
             raise InputError(f"The {settings.drafter} drafter needs a draft model; this pair has "
-                             f"none (the lookup drafter needs none).")
+                             f"none (the {' or '.join(free)} drafter needs none).")
         self.pair = pair
         self.settings = settings
-
-    def _drafter(self, s: Settings) -> tuple[Drafter, str]:
-        pair = self.pair
-        if s.drafter == "lookup":
-            return (LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k),
-                    "prompt lookup")
-
-        # The draft may be calibrated to draw at T × scale (models.TEMPERATURE_SCALE_KEY):
-        # q is whatever it draws from, and verify tests against that same q, so exactness
-        # holds for any scale; T = 0 stays greedy.
-        t_draft = s.temperature * pair.draft_temperature_scale
-
-        def probs(logits: torch.Tensor) -> torch.Tensor:
-            return logits_to_probs(logits, t_draft, s.top_k, s.top_p)
-
-        model = ModelDrafter(pair.draft, pair.vocab_size, probs, s.temperature == 0,
-                             pair.draft_vocab_map, pair.draft_oov_id)
-        name = pair.draft_name or "draft"
-        if s.drafter == "model":
-            return model, name
-        lookup = LookupDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k)
-        return HybridDrafter(model, lookup), f"{name} + prompt lookup"
 
     @torch.inference_mode()
     def run(self, prompt: str, stop: threading.Event | None = None, *,
             rng: Random | None = None) -> Iterator[Event]:
         """Yield RunStarted, one Round per round, then RunFinished."""
-        run = _Run(self.pair, self.settings, prompt, speculative=True, rng=rng)
-        s = run.settings
-        drafter, name = self._drafter(s)
-        yield from _loop(run, drafter, make_policy(s.k_policy, s.k), "speculative", name, stop)
+        yield from _run(self.pair, self.settings, prompt, stop, rng, self.factory, True)
 
 
 class AutoregressiveDecoder:
     """The target alone, one token per forward pass: the baseline (the same loop, no drafts)."""
 
-    def __init__(self, pair: ModelPair, settings: Settings) -> None:
+    def __init__(self, pair: ModelPair, settings: Settings, *,
+                 factory: Factory | None = None) -> None:
         validate(settings, speculative=False)
+        self.factory = factory or Factory()
         self.pair = pair
         self.settings = settings
 
@@ -422,9 +362,7 @@ class AutoregressiveDecoder:
     def run(self, prompt: str, stop: threading.Event | None = None, *,
             rng: Random | None = None) -> Iterator[Event]:
         """Yield RunStarted, one Round per token (k = 0), then RunFinished."""
-        run = _Run(self.pair, self.settings, prompt, speculative=False, rng=rng)
-        yield from _loop(run, NoDrafter(self.pair.vocab_size), FixedPolicy(0), "baseline", None,
-                         stop)
+        yield from _run(self.pair, self.settings, prompt, stop, rng, self.factory, False)
 
 
 def guarded(events: Iterator[Event]) -> Iterator[Event]:

@@ -1,8 +1,9 @@
 """How many tokens to draft each round: fixed K, transformers' heuristic, or measured cost.
 
-A policy sees the drafter's plan for the round (its source and how far it can reach), picks
-K with a one-line reason for the events, and is told afterwards what happened. K never
-depends on the round's own random draws, so every policy leaves the output law exact.
+A policy sees the drafter's plan for the round (its source, how far it can reach, and the
+drafter's own priors and costs), picks K with a one-line reason for the events, and is told
+afterwards what happened. K never depends on the round's own random draws, so every policy
+leaves the output law exact. The policies are registered by name in ``registry.py``.
 """
 
 from __future__ import annotations
@@ -12,37 +13,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .drafters import Plan
+from .plans import Choice, Outcome, Plan
 from .tally import expected_tokens_per_round
 
-K_POLICIES = ("fixed", "heuristic", "cost")
 K_LIMIT = 16  # the largest K any policy drafts
-
-
-@dataclass(frozen=True)
-class Choice:
-    k: int
-    reason: str
-    # > 0: draft up to this many instead, each token asked of the policy's stop_rule.
-    stop_cap: int = 0
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one round did, as a policy needs it."""
-
-    plan: Plan
-    k: int  # drafts proposed
-    n_accepted: int
-    draft_s: float  # time spent drafting
-    verify_s: float  # the target's pass (fed = 1 + k tokens, the previous extra token first)
-    fed: int  # tokens the target's verify pass ran
-    round_s: float  # the whole round, bookkeeping included
-    confidence: tuple[float, ...] = ()  # the draft's confidence in each draft (model only)
 
 
 class KPolicy(Protocol):
     name: str
+    # Whether the policy sizes K on the target's pass costs: the engine then times the passes
+    # (``engine.calibrate``, once per pair) before the run's clock starts and hands them over
+    # through ``calibrate``.
+    wants_verify_costs: bool
+
+    def calibrate(self, verify_s: dict[int, float]) -> None:
+        """Target passes timed once per pair (width -> seconds)."""
+        ...
 
     def choose(self, plan: Plan, cap: int) -> Choice:
         """K for this round, at most ``cap`` (the budget) and the plan's reach."""
@@ -89,9 +75,13 @@ def _no_draft_reason(plan: Plan, cap: int) -> str | None:
 
 class FixedPolicy:
     name = "fixed"
+    wants_verify_costs = False
 
     def __init__(self, k: int) -> None:
         self.k = k
+
+    def calibrate(self, verify_s: dict[int, float]) -> None:
+        pass
 
     def choose(self, plan: Plan, cap: int) -> Choice:
         want = _wanted(plan, self.k)
@@ -117,11 +107,15 @@ class HeuristicPolicy:
     round, −1 otherwise (never below 1), here also capped at ``k_max``."""
 
     name = "heuristic"
+    wants_verify_costs = False
 
     def __init__(self, k: int, k_max: int = K_LIMIT) -> None:
         self.k = k
         self.k_max = k_max
         self.last = f"start K {k}"
+
+    def calibrate(self, verify_s: dict[int, float]) -> None:
+        pass
 
     def choose(self, plan: Plan, cap: int) -> Choice:
         want = _wanted(plan, self.k)
@@ -305,15 +299,13 @@ class CostModel:
         """
         return self._fitted()(n) if n > 0 else 0.0
 
-    # A draft-model step not yet measured is taken to cost this share of a one-token target
-    # pass (the bundled pair measured 0.1-0.2); lookup drafts cost nothing measurable.
-    PRIOR_DRAFT = {"model": 0.15}
-
-    def draft_cost(self, source: str) -> float:
-        mean = self.draft.get(source)
+    def draft_cost(self, plan: Plan) -> float:
+        """Seconds per drafted token of ``plan``'s source: as measured, else the drafter's own
+        prior share of a one-token target pass (``Plan.step_cost``)."""
+        mean = self.draft.get(plan.source)
         if mean is not None and mean.known:
             return mean.value
-        return self.PRIOR_DRAFT.get(source, 0.0) * self.verify_cost(1)
+        return plan.step_cost * self.verify_cost(1)
 
     def add(self, outcome: Outcome) -> None:
         if outcome.k > 0:
@@ -357,12 +349,9 @@ class CostPolicy:
     """
 
     name = "cost"
-    PRIOR_STRENGTH = 2.0  # pseudo-drafts behind the prior α
+    wants_verify_costs = True
+    PRIOR_STRENGTH = 2.0  # pseudo-drafts behind the prior α (the drafter's, Plan.prior)
     DECAY = 0.97  # per tested draft: the estimate follows the text as it changes
-    # Priors per key, then per source: lookup's by match length as measured at T = 0 on the
-    # bundled pair (benchmarks/drafters.py --lookup-alpha: 0.27 / 0.51 / 0.64 / 0.89).
-    PRIORS = {"model": 0.6, "lookup": 0.5, "lookup:1": 0.3, "lookup:2": 0.5, "lookup:3": 0.65}
-    LONG_MATCH_PRIOR = 0.85  # lookup matches of 4 tokens and more
     PROBE_AFTER = 4  # plain steps in a row before a probe round drafts again
     PROBE_MAX = 64  # the longest wait between probes while they keep failing
     CONFIDENCE_STOP = True  # model drafts stop by confidence (benchmarks switch it off)
@@ -390,11 +379,9 @@ class CostPolicy:
         self.after: dict[str, list[_Alpha]] = {}
 
     def prior(self, plan: Plan) -> float:
-        if plan.key in self.PRIORS:
-            return self.PRIORS[plan.key]
-        if plan.source == "lookup" and plan.match >= 4:
-            return self.LONG_MATCH_PRIOR
-        return self.PRIORS.get(plan.source, 0.5)
+        """α before any draft of this kind was tested: the drafter's own (per match length for
+        lookup)."""
+        return plan.prior
 
     def alpha(self, plan: Plan) -> float:
         est = self.alphas.get(plan.key, _Alpha())
@@ -417,10 +404,10 @@ class CostPolicy:
         return (est[b] if est else _Alpha()).estimate(self.alpha(plan), self.PRIOR_STRENGTH)
 
     def expected_tokens(self, plan: Plan, k: int) -> float:
-        """E[tokens of a round drafting k]: 1 + α̂ + … + α̂^k for the model; for lookup
-        1 + α̂₁ (1 + α̂ᵣ + … + α̂ᵣ^(k−1)), α̂₁ of a round's first draft, α̂ᵣ of those after a
-        kept one (the same sum when the two are equal)."""
-        if plan.source != "lookup" or k == 0:
+        """E[tokens of a round drafting k]: 1 + α̂ + … + α̂^k for the model; for copied spans
+        (lookup) 1 + α̂₁ (1 + α̂ᵣ + … + α̂ᵣ^(k−1)), α̂₁ of a round's first draft, α̂ᵣ of those
+        after a kept one (the same sum when the two are equal)."""
+        if not plan.spans or k == 0:
             return expected_tokens_per_round(self.alpha(plan), k)
         prior = self.prior(plan)
         a1 = self.first.get(plan.key, _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
@@ -433,7 +420,7 @@ class CostPolicy:
 
     def rates(self, plan: Plan, cap: int) -> list[float]:
         """Expected tokens per second for K = 0..reach."""
-        c = self.costs.draft_cost(plan.source)
+        c = self.costs.draft_cost(plan)
         o = self.costs.overhead.value
         reach = _reach(plan, min(cap, self.k_max))
         v = self.costs.verify_curve(reach + 1)
@@ -450,7 +437,7 @@ class CostPolicy:
 
     def _could_pay(self, plan: Plan, cap: int) -> bool:
         """Whether drafting beats a plain step if every draft were kept (else no probe)."""
-        c = self.costs.draft_cost(plan.source)
+        c = self.costs.draft_cost(plan)
         o = self.costs.overhead.value
         reach = _reach(plan, min(cap, self.k_max))
         v = self.costs.verify_curve(reach + 1)
@@ -472,7 +459,7 @@ class CostPolicy:
         probe = ""
         self._probing = False
         stop_cap = 0
-        if k > 0 and self.CONFIDENCE_STOP and plan.source == "model":
+        if k > 0 and self.CONFIDENCE_STOP and plan.confident:
             # Draft on while the confidence of each draft says it pays (see stop_rule).
             stop_cap = _reach(plan, min(cap, self.k_max))
         elif k == 0 and self.plain >= self.probe_after and self._could_pay(plan, cap):
@@ -481,9 +468,9 @@ class CostPolicy:
             self._probe_alpha = self.alpha(plan)
             probe = f"probe after {self.plain} plain steps: " if k else ""
         v1 = self.costs.verify_cost(1)
-        c = self.costs.draft_cost(plan.source) / v1
+        c = self.costs.draft_cost(plan) / v1
         v = self.costs.verify_cost(k + 1) / v1
-        who = "" if plan.source == "model" else f"{plan.key}, "
+        who = "" if plan.key == plan.source else f"{plan.key}, "
         return Choice(k, f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}",
                       stop_cap if stop_cap > k else 0)
 
@@ -497,7 +484,7 @@ class CostPolicy:
         return best, self.choose(best, cap)
 
     def stop_rule(self, plan: Plan, k: int) -> StopRule | None:
-        if not self.CONFIDENCE_STOP or plan.source != "model" or k < 2:
+        if not self.CONFIDENCE_STOP or not plan.confident or k < 2:
             return None
         return _ConfidenceStop(self, plan, k)
 
@@ -506,7 +493,7 @@ class CostPolicy:
             self._first = False
         else:
             self.costs.add(outcome)
-        self.learn(outcome.plan.key, outcome.k, outcome.n_accepted, outcome.confidence)
+        self.learn(outcome.plan, outcome.k, outcome.n_accepted, outcome.confidence)
         if outcome.k == 0:
             self.plain += 1
             return
@@ -520,12 +507,13 @@ class CostPolicy:
         self._probing = False
         self.plain = 0
 
-    def learn(self, key: str, k: int, n_accepted: int,
+    def learn(self, plan: Plan, k: int, n_accepted: int,
               confidence: Sequence[float] = ()) -> None:
-        """Fold one round's drafts into the α̂ of ``key`` (K = 0: decay towards the prior),
-        and, where their confidences are known, into the α̂ of each one's bucket."""
+        """Fold one round's drafts into the α̂ of the plan's key (K = 0: decay towards the
+        prior), and, where their confidences are known, into the α̂ of each one's bucket."""
+        key = plan.key
         ests = [self.alphas.setdefault(key, _Alpha())]
-        if key.startswith("lookup"):
+        if plan.spans:
             ests += [self.first.setdefault(key, _Alpha()), self.rest.setdefault(key, _Alpha())]
         if k == 0:
             # Not drafted: forget a little, so the prior pulls α̂ back and it gets retried.
@@ -563,7 +551,7 @@ class _ConfidenceStop:
         self.cap = cap
         costs = policy.costs
         self.o = costs.overhead.value
-        self.c = costs.draft_cost(plan.source)
+        self.c = costs.draft_cost(plan)
         self.alpha = policy.alpha(plan)
         # v(n) for every width this round can reach, looked up once (asked ~K²/2 times).
         self.v = costs.verify_curve(cap + 1)
@@ -599,14 +587,14 @@ class _ConfidenceStop:
 
 
 def make_policy(name: str, k: int) -> KPolicy:
-    if name == "fixed":
-        return FixedPolicy(k)
-    if name == "heuristic":
-        return HeuristicPolicy(k)
-    if name == "cost":
-        return CostPolicy(k)
-    raise ValueError(f"unknown K policy {name!r}: use one of {', '.join(K_POLICIES)}")
+    """The registered K policy ``name`` starting at ``k`` (registry.py)."""
+    from .registry import K_POLICIES
+
+    if name not in K_POLICIES:
+        raise ValueError(f"unknown K policy {name!r}: use one of {', '.join(K_POLICIES)}")
+    policy: KPolicy = K_POLICIES[name].load()(k)
+    return policy
 
 
-__all__ = ["K_LIMIT", "K_POLICIES", "Choice", "CostModel", "CostPolicy", "FixedPolicy",
-           "HeuristicPolicy", "KPolicy", "Outcome", "StopRule", "make_policy"]
+__all__ = ["K_LIMIT", "Choice", "CostModel", "CostPolicy", "FixedPolicy", "HeuristicPolicy",
+           "KPolicy", "Outcome", "StopRule", "make_policy"]

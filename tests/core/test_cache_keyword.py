@@ -15,10 +15,12 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from specviz.core import drafters, models, speed
+from specviz.core import speed
+from specviz.core.cached_model import CachedModel
 from specviz.core.engine import SpeculativeDecoder
 from specviz.core.events import RunFailed, RunFinished, Settings
 from specviz.core.models import ModelPair, cache_keyword, cached_forward
+from specviz.core.parts import Factory
 from specviz.distill.data import sample_batch
 from tests.mutation import mutant
 from tests.tiny import tiny_pair
@@ -49,9 +51,9 @@ def as_cache_only(pair: ModelPair) -> ModelPair:
     return pair
 
 
-def greedy_tokens(pair: ModelPair) -> list[int]:
+def greedy_tokens(pair: ModelPair, factory: Factory | None = None) -> list[int]:
     events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0.0, max_new_tokens=24,
-                                                    seed=0)).run("the cat"))
+                                                    seed=0), factory=factory).run("the cat"))
     assert not [e for e in events if isinstance(e, RunFailed)], events[-1]
     done = [e for e in events if isinstance(e, RunFinished)]
     assert done
@@ -69,7 +71,7 @@ def test_decoding_and_timing_work_with_a_cache_only_model() -> None:
     pair = as_cache_only(tiny_pair())
     assert greedy_tokens(pair) == expected
     assert speed.measure_target_step(pair, passes=2, warmup=1) > 0
-    lm = drafters.CachedModel(pair.target, pair.vocab_size)
+    lm = CachedModel(pair.target, pair.vocab_size)
     lm.feed([0, 3, 4], keep=1)
     assert lm.time_pass(3, 5) > 0 and lm.cache.get_seq_length() == 3
 
@@ -87,11 +89,8 @@ def test_teacher_sampling_works_with_a_cache_only_model() -> None:
     ("cache_keyword(model)", '"past_key_values"'),  # the old name, always
     ('after = getattr(out, "cache", None)', "after = None"),  # the old output field, always
 ])
-def test_broken_variants_fail_on_a_cache_only_model(edit: tuple[str, str],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = mutant(cached_forward, edit)
-    monkeypatch.setattr(drafters, "cached_forward", broken)
-    monkeypatch.setattr(models, "cached_forward", broken)
+def test_broken_variants_fail_on_a_cache_only_model(edit: tuple[str, str]) -> None:
+    broken = Factory(forward=mutant(cached_forward, edit))  # the models' call with a cache
     # The old keyword: TypeError; the old output field: AttributeError (or a failed run).
     with pytest.raises((TypeError, AttributeError, AssertionError)):
-        greedy_tokens(as_cache_only(tiny_pair()))
+        greedy_tokens(as_cache_only(tiny_pair()), broken)

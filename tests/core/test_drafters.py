@@ -106,7 +106,7 @@ def test_longest_match_wins() -> None:
     context = [1, 2, 7, 3, 2, 9, 5, 1, 2]
     d = LookupDrafter(V, 1, 3)
     plan = d.plan(context)
-    assert plan == Plan("lookup", "lookup:2", 7, 2, budget=10)
+    assert plan == Plan("lookup", "lookup:2", 7, 2, budget=10, prior=0.5, spans=True)
     assert d.propose(context, 2, TorchRandom(0)).tokens == (7, 3)
 
 

@@ -4,23 +4,52 @@ from __future__ import annotations
 
 import copy
 import threading
-import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
 import torch
 
+from specviz.core import drafters as drafters_mod
 from specviz.core import engine as engine_mod
+from specviz.core import registry
+from specviz.core.cached_model import CachedModel
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
 from specviz.core.errors import InputError
-from specviz.core.events import Round, RunFailed, RunFinished, RunStarted, Settings
+from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings
 from specviz.core.models import ModelPair
+from specviz.core.parts import Factory
+from specviz.core.plans import Outcome, Plan
+from specviz.core.policy import CostModel, CostPolicy
+from specviz.core.registry import Entry
+from specviz.core.text import IncrementalDetokenizer
 from tests.mutation import mutant
 from tests.tiny import tiny_llama, tiny_pair, word_tokenizer
 
 
-def run_all(pair: ModelPair, **kw: object) -> list[object]:
-    return list(SpeculativeDecoder(pair, Settings(**kw)).run("the cat"))  # type: ignore[arg-type]
+def run_all(pair: ModelPair, factory: Factory | None = None, **kw: object) -> list[object]:
+    return list(SpeculativeDecoder(pair, Settings(**kw),  # type: ignore[arg-type]
+                                   factory=factory).run("the cat"))
+
+
+def recomputing(check: Callable[[CachedModel, int, torch.Tensor], None]) -> Factory:
+    """Engine parts whose models (target and draft) hand each cached feed's logits to
+    ``check(model, keep, logits)``."""
+
+    class Checked(CachedModel):
+        def feed(self, ids: list[int], keep: int, local: bool = False) -> torch.Tensor:
+            cached = super().feed(ids, keep, local)
+            check(self, keep, cached)
+            return cached
+
+    return Factory(model=Checked)
+
+
+def recompute_error(lm: CachedModel, keep: int, cached: torch.Tensor) -> float:
+    """|cached logits − a from-scratch forward over the ids the cache holds|, largest."""
+    with torch.no_grad():
+        full = lm.model(torch.tensor([lm.ids])).logits[0, -keep:, : lm.vocab_size]
+    return float((cached - full).abs().max())
 
 
 def finished(events: list[object]) -> RunFinished:
@@ -68,25 +97,18 @@ def test_seeded_runs_are_reproducible(tiny_pair: ModelPair) -> None:
     assert a.generated_ids != c.generated_ids
 
 
-def test_caches_match_recompute_after_rejections(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_caches_match_recompute_after_rejections() -> None:
     """Every cached forward gives the logits a from-scratch forward over the same ids gives."""
     pair = tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
     worst = {"target": 0.0, "draft": 0.0}
     checked = {"target": 0, "draft": 0}
-    original = engine_mod._Model.feed
 
-    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int,
-                      local: bool = False) -> torch.Tensor:
-        cached = original(self, ids, keep, local)
-        with torch.no_grad():
-            full = self.model(torch.tensor([self.ids])).logits[0, -keep:, : self.vocab_size]
-        who = "target" if self.model is pair.target else "draft"
-        worst[who] = max(worst[who], float((cached - full).abs().max()))
+    def check(lm: CachedModel, keep: int, cached: torch.Tensor) -> None:
+        who = "target" if lm.model is pair.target else "draft"
+        worst[who] = max(worst[who], recompute_error(lm, keep, cached))
         checked[who] += 1
-        return cached
 
-    monkeypatch.setattr(engine_mod._Model, "feed", checking_feed)
-    events = run_all(pair, k=4, temperature=1.0, max_new_tokens=120, seed=3)
+    events = run_all(pair, recomputing(check), k=4, temperature=1.0, max_new_tokens=120, seed=3)
     rounds = [e for e in events if isinstance(e, Round)]
     assert sum(r.n_accepted < r.k for r in rounds) >= 5  # many rollbacks happened
     assert sum(r.n_accepted == r.k for r in rounds) >= 1  # and a bonus catch-up at least once
@@ -94,19 +116,18 @@ def test_caches_match_recompute_after_rejections(monkeypatch: pytest.MonkeyPatch
     assert worst["target"] < 1e-9 and worst["draft"] < 1e-9, worst
 
 
-def test_no_prefix_is_reencoded(no_eos_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_prefix_is_reencoded(no_eos_pair: ModelPair) -> None:
     """Each forward after the first feeds only new ids: total fed = tokens, plus drafts."""
     fed: list[int] = []
-    original = engine_mod._Model.feed
 
-    def counting_feed(self: engine_mod._Model, ids: list[int], keep: int,
-                      local: bool = False) -> torch.Tensor:
-        if self.model is no_eos_pair.target:
-            fed.append(len(ids))
-        return original(self, ids, keep, local)
+    class Counted(CachedModel):
+        def feed(self, ids: list[int], keep: int, local: bool = False) -> torch.Tensor:
+            if self.model is no_eos_pair.target:
+                fed.append(len(ids))
+            return super().feed(ids, keep, local)
 
-    monkeypatch.setattr(engine_mod._Model, "feed", counting_feed)
-    events = run_all(no_eos_pair, k=4, temperature=1.0, max_new_tokens=60, seed=1)
+    events = run_all(no_eos_pair, Factory(model=Counted), k=4, temperature=1.0,
+                     max_new_tokens=60, seed=1)
     rounds = [e for e in events if isinstance(e, Round)]
     # Round 1 feeds prompt + K drafts; later rounds feed the one new token + K drafts.
     assert fed[0] == 2 + rounds[0].k
@@ -310,34 +331,35 @@ def greedy_reference(pair: ModelPair, prompt: str, n: int) -> list[int]:
     return [int(i) for i in out[0, ids.shape[1]:]]
 
 
-def synthetic_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cost policy sees fixed costs (v(n) = 1 + 0.1 (n − 1), c = 0.05), not the clock:
-    its K choices, hence the test, do not depend on the machine's load."""
-    from specviz.core import policy as policy_mod
+class SyntheticCosts(CostModel):
+    """Fixed costs (v(n) = 1 + 0.1 (n − 1), c = 0.05 for a draft model), not the clock's."""
 
-    original = policy_mod.CostModel.add
-
-    def add(self: policy_mod.CostModel, o: policy_mod.Outcome) -> None:
+    def add(self, o: Outcome) -> None:
         draft = 0.05 * o.k if o.plan.source == "model" else 0.0
-        original(self, replace(o, draft_s=draft, verify_s=1 + 0.1 * (o.fed - 1),
-                               round_s=draft + 1 + 0.1 * (o.fed - 1)))
+        super().add(replace(o, draft_s=draft, verify_s=1 + 0.1 * (o.fed - 1),
+                            round_s=draft + 1 + 0.1 * (o.fed - 1)))
 
-    monkeypatch.setattr(policy_mod.CostModel, "add", add)
-    # The once-per-pair calibration of v(n) is replaced by the same synthetic costs.
-    monkeypatch.setattr(engine_mod, "verify_costs", lambda target, token: {
-        n: 1 + 0.1 * (n - 1) for n in engine_mod.CALIBRATION_WIDTHS})
+
+def cost_policy_with(costs: Callable[[], CostModel]) -> Factory:
+    """Engine parts whose cost policy keeps its costs in ``costs()``; the once-per-pair
+    calibration of v(n) gives the synthetic v(n) above."""
+    entry = Entry("cost", "", lambda k: CostPolicy(k, costs=costs()))
+    return Factory(calibrate=lambda pair: {
+        n: 1 + 0.1 * (n - 1) for n in engine_mod.CALIBRATION_WIDTHS}).with_policies(entry)
+
+
+# The cost policy's K choices, hence the tests, do not depend on the machine's load.
+SYNTHETIC = cost_policy_with(SyntheticCosts)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("drafter", DRAFTERS)
 def test_every_drafter_and_policy_is_greedy_identical(greedy_pair: ModelPair, drafter: str,
-                                                      policy: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    synthetic_clock(monkeypatch)
+                                                      policy: str) -> None:
     expected = greedy_reference(greedy_pair, REPETITIVE, 50)
     events = list(SpeculativeDecoder(greedy_pair, Settings(
         k=4, temperature=0.0, max_new_tokens=50, drafter=drafter, k_policy=policy,
-        ngram_min=1, ngram_max=3)).run(REPETITIVE))
+        ngram_min=1, ngram_max=3), factory=SYNTHETIC).run(REPETITIVE))
     assert list(finished(events).generated_ids) == expected
     rounds = [e for e in events if isinstance(e, Round)]
     positions = [d for r in rounds for d in r.drafted]
@@ -350,19 +372,18 @@ def test_every_drafter_and_policy_is_greedy_identical(greedy_pair: ModelPair, dr
     assert all(r.k == len(r.drafted) for r in rounds)
 
 
-def test_a_broken_rollback_breaks_greedy_identity(greedy_pair: ModelPair,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_rollback_breaks_greedy_identity(greedy_pair: ModelPair) -> None:
     """The identity test above can fail: leave rejected drafts in the target's cache."""
-    original = engine_mod.CachedModel.crop
 
-    def no_target_rollback(self: engine_mod.CachedModel, length: int) -> None:
-        if self.model is not greedy_pair.target:
-            original(self, length)
+    class NoTargetRollback(CachedModel):
+        def crop(self, length: int) -> None:
+            if self.model is not greedy_pair.target:
+                super().crop(length)
 
-    monkeypatch.setattr(engine_mod.CachedModel, "crop", no_target_rollback)
     expected = greedy_reference(greedy_pair, REPETITIVE, 50)
     events = list(guarded(SpeculativeDecoder(greedy_pair, Settings(
-        k=4, temperature=0.0, max_new_tokens=50, drafter="lookup")).run(REPETITIVE)))
+        k=4, temperature=0.0, max_new_tokens=50, drafter="lookup"),
+        factory=Factory(model=NoTargetRollback)).run(REPETITIVE)))
     last = events[-1]
     assert isinstance(last, RunFailed) or list(finished(events).generated_ids) != expected
 
@@ -377,14 +398,17 @@ def test_lookup_needs_no_draft_model(greedy_pair: ModelPair) -> None:
         SpeculativeDecoder(pair, Settings(drafter="hybrid"))
 
 
-def test_cost_policy_may_choose_plain_target_steps(greedy_pair: ModelPair,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """With drafts made dear, the cost policy drops to K = 0 rounds: plain target steps."""
-    from specviz.core import policy as policy_mod
+class DearDrafts(CostModel):
+    def draft_cost(self, plan: Plan) -> float:
+        return 10.0
 
-    monkeypatch.setattr(policy_mod.CostModel, "draft_cost", lambda self, source: 10.0)
+
+def test_cost_policy_may_choose_plain_target_steps(greedy_pair: ModelPair) -> None:
+    """With drafts made dear, the cost policy drops to K = 0 rounds: plain target steps."""
+    entry = Entry("cost", "", lambda k: CostPolicy(k, costs=DearDrafts()))
     events = list(SpeculativeDecoder(greedy_pair, Settings(
-        temperature=0.0, max_new_tokens=30, k_policy="cost")).run("the cat"))
+        temperature=0.0, max_new_tokens=30, k_policy="cost"),
+        factory=Factory().with_policies(entry)).run("the cat"))
     rounds = [e for e in events if isinstance(e, Round)]
     plain = [r for r in rounds if r.k == 0]
     assert len(plain) >= len(rounds) - 3
@@ -395,25 +419,18 @@ def test_cost_policy_may_choose_plain_target_steps(greedy_pair: ModelPair,
 
 
 @pytest.mark.parametrize("drafter", ["model", "hybrid"])
-def test_caches_match_recompute_for_every_drafter(drafter: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_caches_match_recompute_for_every_drafter(drafter: str) -> None:
     """The hybrid's idle model cache catches up correctly after lookup rounds."""
     pair = tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
     worst = 0.0
-    original = engine_mod._Model.feed
 
-    def checking_feed(self: engine_mod._Model, ids: list[int], keep: int,
-                      local: bool = False) -> torch.Tensor:
+    def check(lm: CachedModel, keep: int, cached: torch.Tensor) -> None:
         nonlocal worst
-        cached = original(self, ids, keep, local)
-        with torch.no_grad():
-            full = self.model(torch.tensor([self.ids])).logits[0, -keep:, : self.vocab_size]
-        worst = max(worst, float((cached - full).abs().max()))
-        return cached
+        worst = max(worst, recompute_error(lm, keep, cached))
 
-    monkeypatch.setattr(engine_mod._Model, "feed", checking_feed)
     events = list(SpeculativeDecoder(pair, Settings(k=4, temperature=1.0, max_new_tokens=80,
-                                                    seed=3, drafter=drafter)).run(REPETITIVE))
+                                                    seed=3, drafter=drafter),
+                                     factory=recomputing(check)).run(REPETITIVE))
     assert finished(events).summary.tokens == 80
     assert worst < 1e-9
 
@@ -461,7 +478,7 @@ def test_sliding_window_models_decode_past_the_window(record_past: bool,
     assert finished(baseline).generated_ids == done.generated_ids
 
 
-def test_detokenizer_tail_reaches_the_last_round(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_detokenizer_tail_reaches_the_last_round() -> None:
     """A run cut mid-character: the held-back bytes reach the stream with the last Round."""
     from tests.tiny import byte_tokenizer
 
@@ -469,9 +486,9 @@ def test_detokenizer_tail_reaches_the_last_round(monkeypatch: pytest.MonkeyPatch
     pair = tiny_pair(tok, sharpness=0.5)
     prompt = "推测解码"
 
-    def run(n: int) -> list[object]:
+    def run(n: int, factory: Factory | None = None) -> list[object]:
         return list(SpeculativeDecoder(pair, Settings(k=3, temperature=1.0, max_new_tokens=n,
-                                                      seed=4)).run(prompt))
+                                                      seed=4), factory=factory).run(prompt))
 
     ids = list(finished(run(60)).generated_ids)
     # The shortest cut of this run whose text ends inside a multi-byte character.
@@ -482,8 +499,11 @@ def test_detokenizer_tail_reaches_the_last_round(monkeypatch: pytest.MonkeyPatch
     streamed = "".join(e.appended_text for e in events if isinstance(e, Round))
     assert done.text.endswith("\ufffd") and streamed == done.text
     # The broken variant, as before the fix: the tail only reached RunFinished.text.
-    monkeypatch.setattr(engine_mod.IncrementalDetokenizer, "flush", lambda self: "")
-    broken = run(n)
+    class NoFlush(IncrementalDetokenizer):
+        def flush(self) -> str:
+            return ""
+
+    broken = run(n, Factory(detokenizer=NoFlush))
     streamed = "".join(e.appended_text for e in broken if isinstance(e, Round))
     assert streamed != tok.decode(ids[:n], skip_special_tokens=True)
 
@@ -537,45 +557,103 @@ def test_runs_accept_an_injected_rng(tiny_pair: ModelPair) -> None:
 
 
 # Broken: the calibration pass is left in the target's cache.
-NoCropCalibration = mutant(engine_mod.CachedModel, ("        self.cache.crop(-n)\n", ""))
+NoCropCalibration = mutant(CachedModel, ("        self.cache.crop(-n)\n", ""))
 
 
 @pytest.mark.parametrize(("cached_model", "correct"), [
-    (engine_mod.CachedModel, True), (NoCropCalibration, False)])
-def test_cost_calibration_runs_once_per_pair_and_leaves_the_cache(
-        greedy_pair: ModelPair, cached_model: type, correct: bool,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """v(n) is timed once per pair, after the prefill, on passes cropped away again."""
-    monkeypatch.setattr(engine_mod, "_VERIFY_COSTS", weakref.WeakKeyDictionary())
-    monkeypatch.setattr(engine_mod, "CachedModel", cached_model)
+    (CachedModel, True), (NoCropCalibration, False)])
+def test_cost_calibration_runs_once_per_model_and_leaves_the_cache(
+        cached_model: type[CachedModel], correct: bool) -> None:
+    """v(n) is timed once per target model, after a prefix, on passes cropped away again."""
+    pair = noisy_copy_pair(seed=5)  # a model of its own: never timed before
     passes = 0
-    original = cached_model.time_pass
 
-    def counting(self: engine_mod.CachedModel, n: int, token: int) -> float:
-        nonlocal passes
-        passes += 1
-        return float(original(self, n, token))
+    class Counted(cached_model):  # type: ignore[valid-type, misc]
+        def time_pass(self, n: int, token: int) -> float:
+            nonlocal passes
+            passes += 1
+            return float(super().time_pass(n, token))
 
-    monkeypatch.setattr(cached_model, "time_pass", counting)
-    expected = greedy_reference(greedy_pair, REPETITIVE, 30)
-    s = Settings(k=4, temperature=0.0, max_new_tokens=30, drafter="hybrid", k_policy="cost",
-                 ngram_min=1, ngram_max=3)
-    outputs = []
-    for _ in range(2):
-        events = list(guarded(SpeculativeDecoder(greedy_pair, s).run(REPETITIVE)))
-        last = events[-1]
-        outputs.append(list(last.generated_ids) if isinstance(last, RunFinished) else None)
-    assert passes == len(engine_mod.CALIBRATION_WIDTHS) * engine_mod.CALIBRATION_SWEEPS
-    assert (outputs == [expected, expected]) == correct
+    with torch.inference_mode():  # as the engine runs
+        lm = Counted(pair.target, pair.vocab_size)
+        lm.feed([0, 3, 4, 5], keep=1)
+        for _ in range(2):
+            costs = engine_mod.verify_costs(lm, 5)
+            assert sorted(costs) == list(engine_mod.CALIBRATION_WIDTHS)
+        assert passes == len(engine_mod.CALIBRATION_WIDTHS) * engine_mod.CALIBRATION_SWEEPS
+        held = lm.cache.get_seq_length()
+        error = recompute_error(lm, 1, lm.feed([6], keep=1))  # the next pass sees the prefix
+    assert (held == 4 and error < 1e-9) == correct
 
 
-def check_draft_drawn_at_scaled_temperature(decoder: type) -> None:
+class SlowCalibration:
+    """A fake clock, and a calibration that takes 100 of its seconds (and says when it ran)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.called_at: list[float] = []
+
+    def clock(self) -> float:
+        self.now += 2.0 ** -10
+        return self.now
+
+    def calibrate(self, pair: ModelPair) -> dict[int, float]:
+        self.called_at.append(self.now)
+        self.now += 100.0
+        return {n: 1 + 0.1 * (n - 1) for n in engine_mod.CALIBRATION_WIDTHS}
+
+
+def check_calibration_outside_the_clock(decoder: type[SpeculativeDecoder]) -> None:
+    """The cost policy's calibration runs once, before the run's clock starts: the run's
+    elapsed time and tokens/s do not pay for it, and round 1 starts the run's clock at ~0."""
+    slow = SlowCalibration()
+    s = Settings(k=3, temperature=0.0, max_new_tokens=12, k_policy="cost")
+    events = list(decoder(tiny_pair(), s, factory=Factory(clock=slow.clock,
+                                                          calibrate=slow.calibrate))
+                  .run("the cat"))
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert len(slow.called_at) == 1
+    assert rounds[0].elapsed_s < 1.0 and all(r.elapsed_s < 1.0 for r in rounds)
+    assert finished(events).summary.wall_time_s < 1.0
+
+
+def test_the_cost_calibration_is_outside_the_runs_clock() -> None:
+    check_calibration_outside_the_clock(SpeculativeDecoder)
+
+
+def test_the_clock_check_rejects_a_calibration_inside_the_clock() -> None:
+    """Broken: the run's clock starts before the calibration (a one-off run pays for it)."""
+    t0 = "    t0 = factory.clock()  # the run's clock starts after the calibration\n"
+    broken_run = mutant(engine_mod._run, (t0, ""),
+                        ("    costs = None\n", t0 + "    costs = None\n"))
+
+    class Broken(SpeculativeDecoder):
+        def run(self, prompt: str, stop: threading.Event | None = None, *,
+                rng: object = None) -> Iterator[Event]:
+            with torch.inference_mode():
+                yield from broken_run(self.pair, self.settings, prompt, stop, rng, self.factory,
+                                      True)
+
+    with pytest.raises(AssertionError):
+        check_calibration_outside_the_clock(Broken)
+
+
+def test_fixed_and_heuristic_policies_time_nothing() -> None:
+    for policy in ("fixed", "heuristic"):
+        slow = SlowCalibration()
+        s = Settings(k=3, max_new_tokens=6, k_policy=policy)
+        list(SpeculativeDecoder(tiny_pair(), s, factory=Factory(
+            clock=slow.clock, calibrate=slow.calibrate)).run("the cat"))
+        assert slow.called_at == [], policy
+
+
+def check_draft_drawn_at_scaled_temperature(factory: Factory | None = None) -> None:
     """A calibrated draft (ModelPair.draft_temperature_scale) draws x at T × scale: every q(x)
     of the first round is the draft's softmax at that temperature, not at T."""
     pair = replace(tiny_pair(word_tokenizer(eos=False), sharpness=3.0),
                    draft_temperature_scale=0.5)
-    events = list(decoder(pair, Settings(k=3, temperature=0.8, max_new_tokens=8,
-                                         seed=3)).run("the cat"))
+    events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0.8, max_new_tokens=8,
+                                                    seed=3), factory=factory).run("the cat"))
     started, first = events[0], events[1]
     assert isinstance(started, RunStarted) and isinstance(first, Round)
     assert started.pair.draft_temperature_scale == 0.5
@@ -590,11 +668,15 @@ def check_draft_drawn_at_scaled_temperature(decoder: type) -> None:
 
 
 def test_a_calibrated_draft_draws_at_its_scaled_temperature() -> None:
-    check_draft_drawn_at_scaled_temperature(SpeculativeDecoder)
+    check_draft_drawn_at_scaled_temperature()
 
 
 def test_the_scale_check_rejects_an_engine_that_ignores_it() -> None:
-    broken = mutant(SpeculativeDecoder, ("t_draft = s.temperature * pair.draft_temperature_scale",
-                                         "t_draft = s.temperature"))
+    unscaled = mutant(drafters_mod._model_drafter, (
+        "t_draft = s.temperature * pair.draft_temperature_scale", "t_draft = s.temperature"))
+    model = registry.DRAFTERS["model"]
+    entry = replace(model, factory=lambda pair, s, tools: (
+        unscaled(pair, s, tools, drafters_mod.ModelDrafter), "unscaled"))
     with pytest.raises(AssertionError):
-        check_draft_drawn_at_scaled_temperature(broken)
+        check_draft_drawn_at_scaled_temperature(
+            Factory().with_drafters(entry))

@@ -24,23 +24,27 @@ tree" reuse nothing and force every branch of the whole run.
 from __future__ import annotations
 
 import math
-import sys
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
+from specviz.core import drafters as drafters_mod
 from specviz.core import engine as engine_mod
-from specviz.core import sampling
+from specviz.core import policy as policy_mod
+from specviz.core import registry, sampling
 from specviz.core import verify as verify_mod
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, encode_prompt
 from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings
 from specviz.core.models import ModelPair, draft_id_table
+from specviz.core.parts import Factory
+from specviz.core.plans import Plan
+from specviz.core.policy import CostPolicy, FixedPolicy
+from specviz.core.registry import Entry
 from specviz.core.rng import TorchRandom
 from tests.mutation import mutant
 from tests.tiny import tiny_llama, word_tokenizer
@@ -440,7 +444,7 @@ CASES: dict[str, Case] = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Running the engine with an injected Random.
+# Running the engine with an injected Random (and the clock below).
 
 
 class _Clock:
@@ -458,25 +462,26 @@ class _Clock:
         return self.now
 
 
-def deterministic_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = _Clock()
-    for mod in _specviz_core_modules():
-        if getattr(mod, "time", None) is time:
-            monkeypatch.setattr(mod, "time", clock)
+def flat_calibration(pair: ModelPair) -> dict[int, float]:
+    """What timing the target's passes with the clock above reads: one tick per width."""
+    return {n: 2.0 ** -10 for n in engine_mod.CALIBRATION_WIDTHS}
 
 
-def _specviz_core_modules() -> list[ModuleType]:
-    return [m for name, m in list(sys.modules.items()) if name.startswith("specviz.core")]
+def deterministic(factory: Factory | None = None) -> Factory:
+    """``factory`` (the real parts by default) on the clock above, calibrated on it."""
+    return replace(factory or Factory(), clock=_Clock().perf_counter,
+                   calibrate=flat_calibration)
 
 
-def engine_law(case: Case) -> Law:
+def engine_law(case: Case, factory: Factory | None = None) -> Law:
     """The exact law of the engine's output on ``case``, every random choice forced."""
     pair = pair_for(case.pair)
-
+    parts = deterministic(factory)
     decoder = AutoregressiveDecoder if case.baseline else SpeculativeDecoder
 
     def start(rng: Forcing) -> Iterator[Event]:
-        return decoder(pair, case.s).run(case.prompt, rng=rng)  # type: ignore[arg-type]
+        return decoder(pair, case.s, factory=parts).run(case.prompt,
+                                                        rng=rng)  # type: ignore[arg-type]
 
     return enumerate_law(start, merge=case.merge)
 
@@ -488,9 +493,8 @@ def reference_law(case: Case) -> Law:
     return target_law(target, prompt, pair.vocab_size, case.s, engine_mod._eos_ids(pair))
 
 
-def distance(case: Case, monkeypatch: pytest.MonkeyPatch) -> float:
-    deterministic_clock(monkeypatch)
-    return total_variation(engine_law(case), reference_law(case))
+def distance(case: Case, factory: Factory | None = None) -> float:
+    return total_variation(engine_law(case, factory), reference_law(case))
 
 
 @pytest.fixture(autouse=True)
@@ -499,8 +503,8 @@ def _one_thread() -> None:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_output_law_is_the_targets(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    tv = distance(CASES[name], monkeypatch)
+def test_output_law_is_the_targets(name: str) -> None:
+    tv = distance(CASES[name])
     assert tv < TV_BOUND, f"{name}: total variation {tv:.2e}"
 
 
@@ -508,58 +512,63 @@ def test_output_law_is_the_targets(name: str, monkeypatch: pytest.MonkeyPatch) -
 # The same test on broken engines: each must be caught.
 
 
-def _install(monkeypatch: pytest.MonkeyPatch, original: Any, broken: Any) -> None:
-    """Replace ``original`` wherever specviz.core imported it (never in this test module)."""
-    hits = 0
-    for mod in _specviz_core_modules():
-        for attr, value in list(vars(mod).items()):
-            if value is original:
-                monkeypatch.setattr(mod, attr, broken)
-                hits += 1
-    assert hits > 1, f"{original.__name__} is not used by the engine any more: update the test"
+def with_verifier(broken: Callable[..., Any]) -> Factory:
+    return Factory(verifier=broken)
 
 
-BROKEN: dict[str, tuple[Callable[..., Any], list[tuple[str, str]], str]] = {
+def with_warp(broken: Callable[..., Any]) -> Factory:
+    """The warper of p and of q (the factory hands the drafters the same one)."""
+    return Factory(warp=broken)
+
+
+def with_model_drafter(cls: type) -> Factory:
+    """The model and hybrid drafters built with ``cls`` in place of ModelDrafter."""
+    return Factory().with_drafters(
+        Entry("model", "", lambda pair, s, tools: drafters_mod.build_model_drafter(
+            pair, s, tools, cls), needs_draft_model=True),
+        Entry("hybrid", "", lambda pair, s, tools: drafters_mod.build_hybrid_drafter(
+            pair, s, tools, cls), needs_draft_model=True))
+
+
+BROKEN: dict[str, tuple[Callable[..., Any], list[tuple[str, str]], Callable[..., Factory],
+                        str]] = {
     "bonus from the row before": (
-        verify_mod.verify, [("dist = p_rows[k]", "dist = p_rows[k - 1]")],
+        verify_mod.verify, [("dist = p_rows[k]", "dist = p_rows[k - 1]")], with_verifier,
         "K 1, T 1, whole tree"),
     "one uniform r for a whole round": (
         verify_mod.verify, [("    for i, x in enumerate(drafts):",
                              "    shared = rng.uniform() if k else 0.0\n"
                              "    for i, x in enumerate(drafts):"),
-                            ("u = rng.uniform()", "u = shared")], "K 2, T 0.6, top-k 4"),
+                            ("u = rng.uniform()", "u = shared")], with_verifier,
+        "K 2, T 0.6, top-k 4"),
     "top-p before temperature": (
         sampling.logits_to_probs, [("    logits = logits / temperature\n", ""),
                                    ("    return logits.softmax(dim=-1)",
                                     "    return (logits / temperature).softmax(dim=-1)")],
-        "lookup, K 2, T 0.6, top-p 0.8, EOS"),
+        with_warp, "lookup, K 2, T 0.6, top-p 0.8, EOS"),
     "residual is p": (
         verify_mod.verify, [("dist = residual(p_rows[n_accepted], q_rows[n_accepted])",
-                             "dist = p_rows[n_accepted]")], "K 2, T 1.5, top-k 4, top-p 0.8"),
+                             "dist = p_rows[n_accepted]")], with_verifier,
+        "K 2, T 1.5, top-k 4, top-p 0.8"),
 }
 
 
 @pytest.mark.parametrize("name", list(BROKEN))
-def test_broken_engines_are_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    original, edits, case = BROKEN[name]
-    _install(monkeypatch, original, mutant(original, *edits))
-    tv = distance(CASES[case], monkeypatch)
+def test_broken_engines_are_caught(name: str) -> None:
+    original, edits, install, case = BROKEN[name]
+    tv = distance(CASES[case], install(mutant(original, *edits)))
     assert tv > 1e3 * TV_BOUND, f"{name} went unnoticed on {case!r}: total variation {tv:.2e}"
 
 
-def test_a_q_not_the_one_drawn_from_is_caught_where_the_draft_is_scaled(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_q_not_the_one_drawn_from_is_caught_where_the_draft_is_scaled() -> None:
     """Broken: the draft draws at T × scale but hands verify q at T (a q recomputed for
     display or verify without the calibration). Only the scaled case can see it: at T = 1
     with scale 1 the two q are the same, and the plain case passes the same mutant."""
-    from specviz.core import drafters as drafters_mod
-
-    broken = mutant(drafters_mod.ModelDrafter, ("            rows.append(q)\n",
-                                                "            rows.append(torch.softmax("
-                                                "logits.float(), -1).cpu())\n"))
-    monkeypatch.setattr(drafters_mod.ModelDrafter, "propose", broken.propose)
-    assert distance(CASES["K 1, T 1, whole tree"], monkeypatch) < TV_BOUND
-    tv = distance(CASES["draft at T x 0.6, K 2, T 1"], monkeypatch)
+    broken = with_model_drafter(mutant(drafters_mod.ModelDrafter, (
+        "            rows.append(q)\n",
+        "            rows.append(torch.softmax(logits.float(), -1).cpu())\n")))
+    assert distance(CASES["K 1, T 1, whole tree"], broken) < TV_BOUND
+    tv = distance(CASES["draft at T x 0.6, K 2, T 1"], broken)
     assert tv > 1e3 * TV_BOUND, f"the unscaled q went unnoticed: total variation {tv:.2e}"
 
 
@@ -595,41 +604,41 @@ STOPPING = {  # case, the rule's threshold (where both branches happen)
 }
 
 
-def stopping_distance(case: Case, threshold: float, monkeypatch: pytest.MonkeyPatch
+def stopping_distance(case: Case, threshold: float, factory: Factory | None = None
                       ) -> tuple[float, set[str]]:
-    from specviz.core import policy as policy_mod
-
     seen: set[str] = set()
-    monkeypatch.setattr(policy_mod.CostPolicy, "stop_rule",
-                        lambda self, plan, k: ThresholdStop(threshold, seen)
-                        if plan.source == "model" and k > 1 else None)
-    # Every round of model drafts may go on: the rates' K only says whether to draft at all.
-    original = policy_mod.CostPolicy.choose
-    monkeypatch.setattr(policy_mod.CostPolicy, "choose", lambda self, plan, cap: replace(
-        choice := original(self, plan, cap), stop_cap=cap if choice.k and cap > 1 else 0))
-    return distance(case, monkeypatch), seen
+
+    class ThresholdPolicy(CostPolicy):
+        """The cost policy with a threshold stop; every round of model drafts may go on
+        (the rates' K only says whether to draft at all)."""
+
+        def stop_rule(self, plan: Plan, k: int) -> ThresholdStop | None:
+            return ThresholdStop(threshold, seen) if plan.confident and k > 1 else None
+
+        def choose(self, plan: Plan, cap: int) -> policy_mod.Choice:
+            choice = super().choose(plan, cap)
+            return replace(choice, stop_cap=cap if choice.k and cap > 1 else 0)
+
+    parts = (factory or Factory()).with_policies(Entry("cost", "", ThresholdPolicy))
+    return distance(case, parts), seen
 
 
 @pytest.mark.parametrize("name", list(STOPPING))
-def test_confidence_stops_keep_the_law(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    tv, seen = stopping_distance(*STOPPING[name], monkeypatch)
+def test_confidence_stops_keep_the_law(name: str) -> None:
+    tv, seen = stopping_distance(*STOPPING[name])
     assert seen == {"stopped", "went on"}, seen  # both branches of the rule were taken
     assert tv < TV_BOUND, f"{name}: total variation {tv:.2e}"
 
 
-def test_stopping_check_catches_a_redrawn_unconfident_draft(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stopping_check_catches_a_redrawn_unconfident_draft() -> None:
     """Broken: an unconfident draft is drawn again (a filter on x, not a stop): x no longer
     follows the q it is verified against. (Dropping the last draft and stopping, a bug one
     might expect here, is exact: the dropped x is never used; the test passes it, rightly.)"""
-    from specviz.core import drafters as drafters_mod
-
     draw = "j = int(q.argmax()) if self.greedy else rng.draw(q)\n"
-    broken = mutant(drafters_mod.ModelDrafter, (draw, draw + (
+    broken = with_model_drafter(mutant(drafters_mod.ModelDrafter, (draw, draw + (
         "            if go_on is not None and not self.greedy and not go_on(i + 1, float(q[j])):\n"
-        "                j = rng.draw(q)\n")))
-    monkeypatch.setattr(drafters_mod.ModelDrafter, "propose", broken.propose)
-    tv, seen = stopping_distance(*STOPPING["T 1, top-k 3"], monkeypatch)
+        "                j = rng.draw(q)\n"))))
+    tv, seen = stopping_distance(*STOPPING["T 1, top-k 3"], broken)
     assert "stopped" in seen
     assert tv > 1e3 * TV_BOUND, f"a redrawn draft went unnoticed: total variation {tv:.2e}"
 
@@ -642,8 +651,8 @@ LENIENT = Case("plain", settings(1))
 LENIENCES = (1.0, 0.9, 0.8, 0.7, 0.6)
 
 
-def lenience_distances(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return [distance(Case(LENIENT.pair, replace(LENIENT.s, lenience=b)), monkeypatch)
+def lenience_distances(factory: Factory | None = None) -> list[float]:
+    return [distance(Case(LENIENT.pair, replace(LENIENT.s, lenience=b)), factory)
             for b in LENIENCES]
 
 
@@ -653,17 +662,17 @@ def check_lenience_drifts(tvs: list[float]) -> None:
     assert tvs[-1] > 0.05, f"b = {LENIENCES[-1]} should move the law visibly: {tvs}"
 
 
-def test_lenience_distance_grows_as_b_falls(monkeypatch: pytest.MonkeyPatch) -> None:
-    tvs = lenience_distances(monkeypatch)
+def test_lenience_distance_grows_as_b_falls() -> None:
+    tvs = lenience_distances()
     print("lenience b", LENIENCES, "-> total variation", ", ".join(f"{t:.2e}" for t in tvs))
     check_lenience_drifts(tvs)
 
 
-def test_lenience_check_catches_an_ignored_b(monkeypatch: pytest.MonkeyPatch) -> None:
-    _install(monkeypatch, verify_mod.verify,
-             mutant(verify_mod.verify, ("r = u if lenience == 1.0 else lenience * u", "r = u")))
+def test_lenience_check_catches_an_ignored_b() -> None:
+    broken = with_verifier(mutant(verify_mod.verify,
+                                  ("r = u if lenience == 1.0 else lenience * u", "r = u")))
     with pytest.raises(AssertionError):
-        check_lenience_drifts(lenience_distances(monkeypatch))
+        check_lenience_drifts(lenience_distances(broken))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,16 +709,17 @@ def test_triviality_check_catches_a_draft_equal_to_the_target() -> None:
                                     tokenizer=plain.tokenizer))
 
 
-def round_stats(case: Case, monkeypatch: pytest.MonkeyPatch) -> tuple[set[str], set[int]]:
+def round_stats(case: Case, factory: Factory | None = None) -> tuple[set[str], set[int]]:
     """Over every path of ``case``: which drafters proposed, and the rounds' K - min(k, cap)
     (nonzero where the policy chose other than the fixed K the budget allows)."""
-    deterministic_clock(monkeypatch)
+    parts = deterministic(factory)
     pair = pair_for(case.pair)
     drafters: set[str] = set()
     moves: set[int] = set()
 
     def start(rng: Forcing) -> Iterator[Event]:
-        run = SpeculativeDecoder(pair, case.s).run(case.prompt, rng=rng)  # type: ignore[arg-type]
+        run = SpeculativeDecoder(pair, case.s, factory=parts).run(
+            case.prompt, rng=rng)  # type: ignore[arg-type]
         for event in run:
             if isinstance(event, Round):
                 before = event.n_generated - len(event.appended_ids)
@@ -722,52 +732,61 @@ def round_stats(case: Case, monkeypatch: pytest.MonkeyPatch) -> tuple[set[str], 
     return drafters, moves
 
 
-def check_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    drafters, _ = round_stats(CASES["hybrid, K 3, T 1, top-k 3"], monkeypatch)
+def check_paths(factory: Factory | None = None) -> None:
+    drafters, _ = round_stats(CASES["hybrid, K 3, T 1, top-k 3"], factory)
     assert drafters == {"model", "lookup"}, drafters
-    _, moves = round_stats(CASES["heuristic K, from 2, 5 tokens, top-k 2"], monkeypatch)
+    _, moves = round_stats(CASES["heuristic K, from 2, 5 tokens, top-k 2"], factory)
     assert moves - {0}, "the heuristic never moved K"
-    _, moves = round_stats(CASES["cost K, K 2, 4 tokens, top-k 2"], monkeypatch)
+    _, moves = round_stats(CASES["cost K, K 2, 4 tokens, top-k 2"], factory)
     assert moves - {0}, "the cost policy never moved K"
-    _, moves = round_stats(CASES["lookup_k 3 > K 1, lookup, T 1, top-k 3"], monkeypatch)
+    _, moves = round_stats(CASES["lookup_k 3 > K 1, lookup, T 1, top-k 3"], factory)
     assert max(moves) > 0, "lookup never drafted past the model's K"
 
 
-def test_drafters_and_policies_take_their_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_drafters_and_policies_take_their_paths() -> None:
     """The hybrid cases see both drafters; the policy cases see K move off the fixed K."""
-    check_paths(monkeypatch)
+    check_paths()
 
 
-@pytest.mark.parametrize("broken", ["hybrid never looks up", "policies keep K fixed",
-                                    "lookup drafts the policy's K"])
-def test_path_check_catches_inert_drafters_and_policies(
-        broken: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specviz.core import drafters as drafters_mod
-    from specviz.core.policy import FixedPolicy
+def never_looks_up(pair: ModelPair, s: Settings, tools: drafters_mod.DraftTools
+                   ) -> tuple[drafters_mod.Drafter, str]:
+    hybrid, name = drafters_mod.build_hybrid_drafter(pair, s, tools)
+    assert isinstance(hybrid, drafters_mod.HybridDrafter)
+    model = hybrid.model
+    hybrid._choose = lambda context: (model, model.plan(context))  # type: ignore[method-assign]
+    return hybrid, name
 
-    if broken == "hybrid never looks up":
-        monkeypatch.setattr(drafters_mod.HybridDrafter, "_choose",
-                            lambda self, context: (self.model, self.model.plan(context)))
-    elif broken == "policies keep K fixed":
-        monkeypatch.setattr(engine_mod, "make_policy", lambda name, k: FixedPolicy(k))
-    else:
-        from specviz.core import policy as policy_mod
 
-        monkeypatch.setattr(policy_mod, "_wanted", lambda plan, k: k)
+# Broken: lookup drafts the fixed K, not its own budget (lookup_k).
+FixedKForLookup = mutant(FixedPolicy, ("want = _wanted(plan, self.k)", "want = self.k"))
+
+INERT: dict[str, Factory] = {
+    "hybrid never looks up": Factory().with_drafters(
+        Entry("hybrid", "", never_looks_up, needs_draft_model=True)),
+    "policies keep K fixed": Factory().with_policies(
+        *(Entry(name, "", FixedPolicy) for name in registry.policy_names())),
+    "lookup drafts the policy's K": Factory().with_policies(Entry("fixed", "", FixedKForLookup)),
+}
+
+
+@pytest.mark.parametrize("broken", list(INERT))
+def test_path_check_catches_inert_drafters_and_policies(broken: str) -> None:
     with pytest.raises(AssertionError):
-        check_paths(monkeypatch)
+        check_paths(INERT[broken])
 
 
 # ---------------------------------------------------------------------------------------------
 # Without rng=, a run draws from TorchRandom(settings.seed): the stream the tests above replace.
 
 
-def check_default_random(decoder_cls: type = SpeculativeDecoder) -> None:
+def check_default_random(decoder_cls: type = SpeculativeDecoder,
+                         factory: Factory | None = None) -> None:
     pair = pair_for("plain")
     for seed in range(8):
         s = replace(settings(3, 1.0, n=12), seed=seed)
-        default = list(decoder_cls(pair, s).run("a b"))[-1]
-        injected = list(decoder_cls(pair, s).run("a b", rng=TorchRandom(seed)))[-1]
+        default = list(decoder_cls(pair, s, factory=factory).run("a b"))[-1]
+        injected = list(decoder_cls(pair, s, factory=factory).run("a b",
+                                                                  rng=TorchRandom(seed)))[-1]
         assert isinstance(default, RunFinished) and isinstance(injected, RunFinished)
         assert default.generated_ids == injected.generated_ids, f"seed {seed}"
 
@@ -777,11 +796,10 @@ def test_default_random_is_the_seeded_torch_random() -> None:
     check_default_random(AutoregressiveDecoder)
 
 
-def test_default_random_check_catches_another_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_random_check_catches_another_stream() -> None:
     class Reseeded(TorchRandom):
         def __init__(self, seed: int) -> None:
             super().__init__(seed + 1)
 
-    monkeypatch.setattr(engine_mod, "TorchRandom", Reseeded)
     with pytest.raises(AssertionError):
-        check_default_random()
+        check_default_random(factory=Factory(random=Reseeded))

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from specviz.core.drafters import Plan
+from specviz.core.drafters import LookupDrafter, ModelDrafter, Plan
 from specviz.core.policy import (
     K_LIMIT,
     CostModel,
@@ -21,7 +21,8 @@ from specviz.core.policy import (
 from specviz.core.tally import expected_tokens_per_round
 from tests.mutation import mutant
 
-MODEL = Plan("model", "model")
+MODEL = ModelDrafter.plan_for()
+lookup_plan = LookupDrafter.plan_for  # (match, available, budget)
 
 
 def outcome(k: int, n_acc: int, plan: Plan = MODEL, draft_s: float = 0.0,
@@ -35,8 +36,8 @@ def test_fixed_is_fixed_but_respects_budget_and_reach() -> None:
     assert p.choose(MODEL, cap=10).k == 4
     assert p.choose(MODEL, cap=2).k == 2
     assert p.choose(MODEL, cap=0).k == 0  # the last token: a plain step
-    assert p.choose(Plan("lookup", "lookup:2", 3, 2), cap=10).k == 3
-    choice = p.choose(Plan("lookup", "lookup:0", 0), cap=10)
+    assert p.choose(lookup_plan(2, 3, None), cap=10).k == 3
+    choice = p.choose(lookup_plan(0, 0, None), cap=10)
     assert choice.k == 0 and "no n-gram match" in choice.reason
 
 
@@ -114,7 +115,7 @@ def trained_policy(cls: type[CostPolicy], alpha: float, costs: CostModel,
         n = 0
         while n < 6 and rng.random() < alpha:
             n += 1
-        p.learn(plan.key, 6, n)
+        p.learn(plan, 6, n)
     return p
 
 
@@ -220,7 +221,7 @@ def test_cpu_one_token_pass_is_measured_not_fitted(cls: type[CostModel], correct
     for width, seconds in ((1, 0.085), (3, 0.19), (5, 0.205), (17, 0.315)):
         costs.verify.setdefault(width, _Mean()).add(seconds)
     costs.draft.setdefault("lookup", _Mean()).add(0.0)
-    lookup = Plan("lookup", "lookup:1", 20, 1)
+    lookup = lookup_plan(1, 20, None)
     p = trained_policy(CostPolicy, 0.3, costs, plan=lookup)
     assert (p.choose(lookup, cap=100).k == 0) == correct
 
@@ -238,7 +239,7 @@ def test_cost_policy_measures_a_plain_step_early() -> None:
 # ---------------------------------------------------------------------------------------------
 # Per-drafter budgets: lookup drafts up to its own lookup_k, the model the policy's K.
 
-LOOKUP_4 = Plan("lookup", "lookup:4", 10, 4, budget=10)  # a 4-token match, 10 tokens to copy
+LOOKUP_4 = lookup_plan(4, 10, 10)  # a 4-token match, 10 tokens to copy
 
 # Broken: the heuristic schedule also moves on lookup rounds it did not size.
 ScheduleOnLookup = mutant(HeuristicPolicy, (
@@ -291,7 +292,7 @@ def test_cost_policy_drafts_long_cheap_lookups_and_nothing_when_drafting_loses(
     k_lookup = good.choose(LOOKUP_4, cap=100).k
     model = trained_policy(cls, 0.6, lookup_costs(), plan=MODEL)
     k_model = model.choose(MODEL, cap=100).k
-    weak = Plan("lookup", "lookup:1", 10, 1, budget=10)
+    weak = lookup_plan(1, 10, 10)
     bad = trained_policy(cls, 0.2, lookup_costs(), plan=weak)
     k_bad = bad.choose(weak, cap=100).k
     want = (best_rate_k(good.alpha(LOOKUP_4), costs, 0.0, 10),
@@ -307,15 +308,15 @@ FirstPlanOnly = mutant(CostPolicy, ("if len(plans) == 1 or", "if True or"))
 @pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (FirstPlanOnly, False)])
 def test_cost_policy_picks_the_faster_drafter(cls: type[CostPolicy], correct: bool) -> None:
     """Hybrid offers lookup and the model: the higher expected rate wins, either way round."""
-    weak = Plan("lookup", "lookup:2", 10, 2, budget=10)
+    weak = lookup_plan(2, 10, 10)
     p = trained_policy(cls, 0.9, lookup_costs(), plan=LOOKUP_4)
     rng = random.Random(2)
     for _ in range(300):  # the model keeps α 0.6; a 2-token lookup match keeps 0.1
-        for key, alpha in (("model", 0.6), ("lookup:2", 0.1)):
+        for plan, alpha in ((MODEL, 0.6), (weak, 0.1)):
             n = 0
             while n < 6 and rng.random() < alpha:
                 n += 1
-            p.learn(key, 6, n)
+            p.learn(plan, 6, n)
     strong_plan, strong = p.pick([MODEL, LOOKUP_4], cap=100)
     weak_plan, _ = p.pick([weak, MODEL], cap=100)
     got = (strong_plan.source, strong.k, weak_plan.source)
@@ -342,21 +343,22 @@ def test_a_dip_measured_under_load_does_not_make_a_wide_pass_cheap(
     assert costs.verify_cost(1) == 0.12  # the one-token pass stays as measured
 
 
-# Broken: a draft-model step not yet measured counts as free.
-FreeUnmeasuredDraft = mutant(CostModel, ('PRIOR_DRAFT = {"model": 0.15}', "PRIOR_DRAFT = {}"))
+# Broken: a draft step not yet measured counts as free (the drafter's prior is ignored).
+FreeUnmeasuredDraft = mutant(CostModel, ("return plan.step_cost * self.verify_cost(1)",
+                                         "return 0.0"))
 
 
 @pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (FreeUnmeasuredDraft, False)])
 def test_an_unmeasured_model_draft_is_not_free(cls: type[CostModel], correct: bool) -> None:
     costs = cls()
     costs.verify.setdefault(1, _Mean()).add(0.1)
-    assert (costs.draft_cost("model") == pytest.approx(0.015)) == correct
-    assert costs.draft_cost("lookup") == 0.0
+    assert (costs.draft_cost(MODEL) == pytest.approx(0.015)) == correct
+    assert costs.draft_cost(lookup_plan(3, 5)) == 0.0
 
 
 # Broken: lookup's expected tokens from one pooled α̂, as if every draft were an independent
 # coin (1 + α̂ + … + α̂^K), not a first-token gamble followed by a copy that mostly holds.
-PooledLookupAlpha = mutant(CostPolicy, ('if plan.source != "lookup" or k == 0:', "if True:"))
+PooledLookupAlpha = mutant(CostPolicy, ("if not plan.spans or k == 0:", "if True:"))
 
 
 def span_costs(steep: float) -> CostModel:
@@ -372,7 +374,7 @@ def span_costs(steep: float) -> CostModel:
 def test_cost_policy_sizes_lookup_by_its_first_token_and_its_span(
         cls: type[CostPolicy], correct: bool) -> None:
     """Copied spans: the first token is kept with a1, each next with ar after a kept one."""
-    plan = Plan("lookup", "lookup:3", 10, 3, budget=10)
+    plan = lookup_plan(3, 10, 10)
     got, want = [], []
     for a1, ar, steep in ((0.3, 0.95, 0.05), (0.2, 0.8, 0.1)):
         p = cls(4, costs=span_costs(steep))
@@ -384,7 +386,7 @@ def test_cost_policy_sizes_lookup_by_its_first_token_and_its_span(
                 n = 1
                 while n < 10 and rng.random() < ar:
                     n += 1
-            p.learn(plan.key, 10, n)
+            p.learn(plan, 10, n)
         got.append(p.choose(plan, cap=100).k)
         rates = [(1 + a1 * sum(ar ** j for j in range(k))) / p.costs.verify_cost(k + 1)
                  for k in range(11)]
@@ -552,7 +554,7 @@ def calibrated_policy(cls: type[CostPolicy] = CostPolicy) -> CostPolicy:
         n = 0
         while n < 6 and rng.random() < confs[n]:
             n += 1
-        p.learn(MODEL.key, 6, n, confs)
+        p.learn(MODEL, 6, n, confs)
     return p
 
 
@@ -575,7 +577,7 @@ class StopsByAlphaAlone(CostPolicy):
     """Broken: every draft counts at the overall α̂, whatever its confidence."""
 
     def confident_alpha(self, key: str, confidence: float) -> float:
-        return self.alpha(Plan(key, key))
+        return self.alpha(MODEL)
 
 
 @pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (StopsByAlphaAlone, False)])
@@ -600,11 +602,10 @@ def test_confidence_stop_drafts_on_while_it_pays(cls: type[CostPolicy], correct:
             and not decisions[(0.95, 0.15)]) == correct
 
 
-def test_confidence_stop_is_for_model_drafts_and_can_be_switched_off(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_confidence_stop_is_for_model_drafts_and_can_be_switched_off() -> None:
     p = calibrated_policy()
-    lookup = Plan("lookup", "lookup:3", 5, 3, 10)
+    lookup = lookup_plan(3, 5, 10)
     assert p.choose(lookup, cap=12).stop_cap == 0 and p.stop_rule(lookup, 5) is None
-    monkeypatch.setattr(CostPolicy, "CONFIDENCE_STOP", False)
+    p.CONFIDENCE_STOP = False  # the switch the benchmarks use
     assert p.choose(MODEL, cap=12).stop_cap == 0 and p.stop_rule(MODEL, 12) is None
     assert FixedPolicy(4).choose(MODEL, 12).stop_cap == 0
