@@ -264,8 +264,8 @@ def _cells(result: SweepResult, i: int) -> list[Any]:
     return [r.label, r.k, r.runs, round(r.alpha, 4), round(r.tokens_per_round, 4),
             round(r.speedup, 4), round(r.worst, 4), round(r.c, 4), round(r.v, 4),
             round(r.predicted, 4), round(r.gap, 4), "" if r.identical is None else r.identical,
-            "measured" if i == result.best else "predicted" if i == result.best_predicted
-            else ""]
+            "+".join(name for name, j in (("measured", result.best),
+                                          ("predicted", result.best_predicted)) if j == i)]
 
 
 def to_csv(result: SweepResult) -> str:
