@@ -231,6 +231,10 @@ def cmd_lineup(args: argparse.Namespace, stop: threading.Event) -> int:
         ln.settings, max_new_tokens=2)) for ln in lanes]
     for _ in run_lineup(pair, short, prompt):
         pass
+    if any(ln.settings.k_policy == "cost" for ln in lanes):
+        from .core.engine import calibrate
+
+        calibrate(pair)  # the cost policy's v(n), timed once per pair: not inside a lane's clock
     events = []
     status = 0
     for event in run_lineup(pair, lanes, prompt, stop):

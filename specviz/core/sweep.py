@@ -138,6 +138,10 @@ def run_sweep(pair: Any, points: Sequence[Point], prompts: Sequence[str], repeat
                        else SpeculativeDecoder(pair, short))
             for _ in guarded(decoder.run(prompts[0], stop)):
                 pass
+        if any(p.settings.k_policy == "cost" for p in points):
+            from .engine import calibrate
+
+            calibrate(pair)  # the cost policy's v(n), once per pair: outside every run's clock
     for key in schedule(len(points), len(prompts), repeats):
         if stop is not None and stop.is_set():
             return

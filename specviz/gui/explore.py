@@ -123,10 +123,14 @@ class ExploreWorker(QObject):
     def _ensure(self) -> bool:
         if self.pair is None:
             try:
-                self.pair = self._load()
+                pair = self._load()
+                from specviz.core.engine import calibrate
+
+                calibrate(pair)  # the cost policy's v(n), once per pair: before any run's clock
             except Exception as exc:  # noqa: BLE001 - one line in the window, never a crash
                 self.failed.emit(f"Could not load the models: {exc}")
                 return False
+            self.pair = pair
             self.loaded.emit(f"{self.pair.draft_name} → {self.pair.target_name}")
         return True
 
@@ -178,7 +182,7 @@ class SweepPanel(QWidget):
         self.ks = QLineEdit("1,2,3,4,6,8")
         self.prompts = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompts.setPlaceholderText("one prompt per line")
-        self.prompts.setMaximumHeight(90)
+        self.prompts.setMaximumHeight(76)
         self.repeats = QSpinBox(minimum=1, maximum=10, value=1)
         self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
         self.run_button = QPushButton("Run sweep")
@@ -204,9 +208,9 @@ class SweepPanel(QWidget):
         form.addRow(row)
 
         self.plot = pg.PlotWidget(background="w")
-        self.plot.setLabel("left", "speedup over the target alone (×)")
+        self.plot.setLabel("left", "speedup over the target alone")
         self.plot.setLabel("bottom", "K")
-        self.plot.addLegend(offset=(10, 10))
+        self.plot.addLegend(offset=(-10, -10))  # bottom right: clear of the best mark
         self.plot.showGrid(y=True, alpha=0.2)
         self.measured = self.plot.plot([], [], pen=pg.mkPen(BLUE, width=3), symbol="o",
                                        symbolBrush=BLUE, name="measured (geomean)")
@@ -216,7 +220,7 @@ class SweepPanel(QWidget):
                                         name="predicted E[tok/round] ÷ (K·c + v)")
         self.best = pg.ScatterPlotItem(size=26, pen=pg.mkPen("k", width=2), brush=None)
         self.plot.addItem(self.best)
-        self.best_text = pg.TextItem(color="k", anchor=(0, 1))
+        self.best_text = pg.TextItem(color="k", anchor=(-0.05, -0.2))
         self.plot.addItem(self.best_text)
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#999",
                                                                          style=Qt.PenStyle.DotLine)))
@@ -239,7 +243,9 @@ class SweepPanel(QWidget):
         body = QSplitter(Qt.Orientation.Vertical)
         body.addWidget(plots)
         body.addWidget(self.table)
-        body.setSizes([500, 200])
+        body.setStretchFactor(0, 3)
+        body.setStretchFactor(1, 2)
+        body.setSizes([550, 450])  # shares of the height: the table shows its rows at 1366×768
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.progress)
@@ -321,6 +327,8 @@ class SweepPanel(QWidget):
             self.best.setData([b.k], [b.speedup])
             self.best_text.setText(f"best K {b.k}: {b.speedup:.2f}× (predicted "
                                    f"{b.predicted:.2f}×, gap {100 * b.gap:+.0f}%)")
+            right_half = result.best >= len(rows) / 2
+            self.best_text.setAnchor((1.05, -0.2) if right_half else (-0.05, -0.2))
             self.best_text.setPos(b.k, b.speedup)
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
