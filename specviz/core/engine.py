@@ -12,7 +12,7 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -27,10 +27,10 @@ from .models import ModelPair
 from .parts import Calibration, Factory, Parts, TargetRunner
 from .plans import Outcome, TargetOutputs, TargetRequest
 from .policy import K_LIMIT, FixedPolicy
+from .registry import Entry
 from .rng import Random
 from .run_events import EventBuilder
 from .tally import Tally
-from .text import IncrementalDetokenizer
 
 K_MIN, K_MAX = 1, K_LIMIT
 # Below this, logits / T overflows float32 (|logit| ~ 30 gives 3e31 and more) and softmax
@@ -42,9 +42,14 @@ DRAFTERS = registry.drafter_names()
 K_POLICIES = registry.policy_names()
 
 
-def validate(settings: Settings, speculative: bool = True) -> None:
-    """Raise InputError with a one-line reason for any setting out of range."""
+def validate(settings: Settings, speculative: bool = True, *,
+             drafters: Mapping[str, Entry] | None = None,
+             policies: Mapping[str, Entry] | None = None) -> None:
+    """Raise InputError with a one-line reason for any setting out of range (drafter and K
+    policy names: those of the registry, or of the tables given)."""
     s = settings
+    drafters = registry.DRAFTERS if drafters is None else drafters
+    policies = registry.K_POLICIES if policies is None else policies
     if speculative and not K_MIN <= s.k <= K_MAX:
         raise InputError(f"K must be between {K_MIN} and {K_MAX}, got {s.k}.")
     t = s.temperature
@@ -59,16 +64,16 @@ def validate(settings: Settings, speculative: bool = True) -> None:
         raise InputError(f"max new tokens must be at least 1, got {s.max_new_tokens}.")
     if s.top_n < 1:
         raise InputError(f"top-N must be at least 1, got {s.top_n}.")
-    if s.drafter not in registry.DRAFTERS:
-        raise InputError(f"The drafter must be one of {', '.join(registry.drafter_names())}, "
+    if s.drafter not in drafters:
+        raise InputError(f"The drafter must be one of {', '.join(drafters)}, "
                          f"got {s.drafter!r}.")
     if not 1 <= s.ngram_min <= s.ngram_max <= NGRAM_LIMIT:
         raise InputError(f"n-gram sizes need 1 <= min <= max <= {NGRAM_LIMIT}, got min "
                          f"{s.ngram_min}, max {s.ngram_max}.")
     if not 1 <= s.lookup_k <= K_MAX:
         raise InputError(f"The lookup budget must be between 1 and {K_MAX}, got {s.lookup_k}.")
-    if s.k_policy not in registry.K_POLICIES:
-        raise InputError(f"The K policy must be one of {', '.join(registry.policy_names())}, "
+    if s.k_policy not in policies:
+        raise InputError(f"The K policy must be one of {', '.join(policies)}, "
                          f"got {s.k_policy!r}.")
     if not 0.0 < s.lenience <= 1.0:  # also refuses NaN
         raise InputError(f"Lenience must be in (0, 1] (1 = exact), got {s.lenience}.")
@@ -78,8 +83,8 @@ class _Run:
     """State shared by both decoders: prompt, text stream, budget and stop conditions."""
 
     def __init__(self, pair: ModelPair, settings: Settings, prompt: str, speculative: bool,
-                 detokenizer: type[IncrementalDetokenizer]) -> None:
-        validate(settings, speculative)
+                 factory: Factory) -> None:
+        validate(settings, speculative, drafters=factory.drafters, policies=factory.policies)
         seed = settings.seed
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little")
@@ -96,7 +101,7 @@ class _Run:
         self.budget = min(settings.max_new_tokens, context - len(self.prompt_ids))
         self.context_limited = self.budget < settings.max_new_tokens
         self.eos = _eos_ids(pair)
-        self.detok = detokenizer(self.tok, self.prompt_ids)
+        self.detok = factory.detokenizer(self.tok, self.prompt_ids)
         self.generated: list[int] = []
         self.stop_reason: StopReason | None = None
         self.tally = Tally()
@@ -303,7 +308,7 @@ def _run(pair: ModelPair, settings: Settings, prompt: str, stop: threading.Event
          default_calibration: Calibration = calibrate) -> Iterator[Event]:
     """Build the run's parts, time the target's passes if the policy wants them (before the
     run's clock starts, so a one-off run's tokens/s does not pay for it), and loop."""
-    run = _Run(pair, settings, prompt, speculative, factory.detokenizer)
+    run = _Run(pair, settings, prompt, speculative, factory)
     s = run.settings
     assert s.seed is not None
     random = rng if rng is not None else factory.random(s.seed)
@@ -331,11 +336,12 @@ class SpeculativeDecoder:
 
     def __init__(self, pair: ModelPair, settings: Settings, *,
                  factory: Factory | None = None) -> None:
-        validate(settings, speculative=True)
         self.factory = factory or Factory()
+        validate(settings, speculative=True, drafters=self.factory.drafters,
+                 policies=self.factory.policies)
         entry = self.factory.drafters[settings.drafter]
         if pair.draft is None and entry.needs_draft_model:
-            free = [e.name for e in registry.DRAFTERS.values() if not e.needs_draft_model]
+            free = [e.name for e in self.factory.drafters.values() if not e.needs_draft_model]
             raise InputError(f"The {settings.drafter} drafter needs a draft model; this pair has "
                              f"none (the {' or '.join(free)} drafter needs none).")
         self.pair = pair
@@ -353,8 +359,9 @@ class AutoregressiveDecoder:
 
     def __init__(self, pair: ModelPair, settings: Settings, *,
                  factory: Factory | None = None) -> None:
-        validate(settings, speculative=False)
         self.factory = factory or Factory()
+        validate(settings, speculative=False, drafters=self.factory.drafters,
+                 policies=self.factory.policies)
         self.pair = pair
         self.settings = settings
 

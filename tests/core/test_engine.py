@@ -628,11 +628,11 @@ def test_the_clock_check_rejects_a_calibration_inside_the_clock() -> None:
                         ("    costs = None\n", t0 + "    costs = None\n"))
 
     class Broken(SpeculativeDecoder):
+        @torch.inference_mode()
         def run(self, prompt: str, stop: threading.Event | None = None, *,
                 rng: object = None) -> Iterator[Event]:
-            with torch.inference_mode():
-                yield from broken_run(self.pair, self.settings, prompt, stop, rng, self.factory,
-                                      True)
+            yield from broken_run(self.pair, self.settings, prompt, stop, rng, self.factory,
+                                  True)
 
     with pytest.raises(AssertionError):
         check_calibration_outside_the_clock(Broken)
