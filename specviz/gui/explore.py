@@ -610,8 +610,133 @@ class LinePanel(QWidget):
             self.timer.stop()
 
 
+class DiagnosePanel(QWidget):
+    """Where the draft goes wrong in a recording (or the lineup just run): the tokens rejected
+    most, acceptance against q(x) beside the diagonal, by position; a row shows its rounds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open_button = QPushButton("Open recording…")
+        self.use_lineup_button = QPushButton("Use the lineup")
+        self.status = QLabel("Open a recording (a run, a race, a lineup) or use the lineup "
+                             "run in the Lineup tab.")
+        self.status.setWordWrap(True)
+        top = QHBoxLayout()
+        top.addWidget(self.status, 1)
+        top.addWidget(self.use_lineup_button)
+        top.addWidget(self.open_button)
+        self.tokens = QTableWidget(0, 5)
+        self.tokens.setHorizontalHeaderLabels(["token", "rejected", "tested", "mean p(x)",
+                                               "mean q(x)"])
+        self.tokens.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.tokens.verticalHeader().setVisible(False)
+        self.tokens.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.detail = QLabel("Click a token to see the rounds where it was rejected.")
+        self.detail.setWordWrap(True)
+        self.detail.setTextFormat(Qt.TextFormat.RichText)
+        self.detail.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.calibration = pg.PlotWidget(background="w")
+        self.calibration.setLabel("bottom", "draft's confidence q(x)")
+        self.calibration.setLabel("left", "P(kept)")
+        self.calibration.setXRange(0, 1)
+        self.calibration.setYRange(0, 1)
+        self.calibration.plot([0, 1], [0, 1], pen=pg.mkPen("#999", style=Qt.PenStyle.DashLine))
+        self.curve = self.calibration.plot([], [], pen=pg.mkPen(BLUE, width=2), symbol="o",
+                                           symbolBrush=BLUE)
+        self.positions = pg.PlotWidget(background="w")
+        self.positions.setLabel("bottom", "draft position")
+        self.positions.setLabel("left", "P(kept | reached)")
+        self.positions.setYRange(0, 1)
+        self.position_bars = pg.BarGraphItem(x=[], height=[], width=0.6, brush=GREEN)
+        self.positions.addItem(self.position_bars)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.tokens)
+        left.addWidget(self.detail)
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.calibration)
+        right.addWidget(self.positions)
+        body = QSplitter(Qt.Orientation.Horizontal)
+        body.addWidget(left)
+        body.addWidget(right)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(body, 1)
+        self.events: list[Event] = []
+        self.rows: list[Any] = []
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.tokens.currentCellChanged.connect(self._on_tokens_current_cell_changed)
+
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a recording", "",
+                                              "Recordings (*.jsonl *.json);;All files (*)")
+        if path:
+            self.open_recording(path)
+
+    def open_recording(self, path: str) -> bool:
+        from specviz.core.recording import RecordingError, read_recording
+
+        try:
+            events = read_recording(path)
+        except RecordingError as exc:
+            self.status.setText(f"{Path(path).name}: {exc}")
+            return False
+        self.show_events(events, Path(path).name)
+        return True
+
+    def show_events(self, events: Sequence[Event], name: str) -> None:
+        from specviz.core.diagnose import diagnose
+
+        d = diagnose(events)
+        self.events = list(events)
+        self.rows = list(d.tokens)
+        drafters = ", ".join(f"{n} α {k / t:.2f} ({k}/{t})" if t else n
+                             for n, t, k in d.drafters)
+        self.status.setText(f"{name}: {d.tested} tested drafts" +
+                            (f"; by drafter: {drafters}" if drafters else ""))
+        self.tokens.setRowCount(len(self.rows))
+        for i, t in enumerate(self.rows):
+            shown = t.text.replace("\n", "↵").replace(" ", "␣") or "∅"  # spaces seen
+            cells = [shown, str(t.rejected),
+                     str(t.tested), f"{t.mean_p:.3f}", f"{t.mean_q:.3f}"]
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                self.tokens.setItem(i, j, item)
+        bins = [b for b in d.calibration if b.tested]
+        if bins and all(b.low >= 0.9 for b in bins):
+            self.status.setText(self.status.text() + ". At T = 0 (or with lookup) q is one-hot: "
+                                "the calibration plot needs a run at T > 0.")
+        self.curve.setData([b.mean_q for b in bins], [b.acceptance for b in bins])
+        self.position_bars.setOpts(x=list(range(1, len(d.positions) + 1)),
+                                   height=[k / n if n else 0.0 for n, k in d.positions])
+        self.detail.setText("Click a token to see the rounds where it was rejected.")
+
+    def _on_tokens_current_cell_changed(self, row: int, *_: int) -> None:
+        if 0 <= row < len(self.rows):
+            self.detail.setText(self.rounds_text(self.rows[row]))
+
+    def rounds_text(self, token: Any) -> str:
+        """The rounds where ``token`` was rejected: the text before it, it struck, the fix."""
+        from html import escape
+
+        from specviz.core.lineup import split_runs
+
+        runs = split_runs(self.events)
+        lines = []
+        for run, index in token.rounds[:12]:
+            if run >= len(runs):
+                continue
+            side = runs[run]
+            before = "".join(r.appended_text for r in side.rounds[:index])[-60:]
+            rnd = side.rounds[index]
+            lines.append(f"<b>run {run + 1} ({escape(side.label)}), round {index + 1}:</b> "
+                         f"…{escape(before)}{lane_html([rnd])}")
+        more = len(token.rounds) - 12
+        return "<br>".join(lines) + (f"<br>… and {more} more" if more > 0 else "")
+
+
 class ExploreWindow(QMainWindow):
-    """Sweep and Lineup tabs over one worker thread."""
+    """Sweep, Lineup and Diagnose tabs; sweeps and lineups run on one worker thread."""
 
     sweep_requested = Signal(object)
     lineup_requested = Signal(object)
@@ -625,6 +750,10 @@ class ExploreWindow(QMainWindow):
         tabs = QTabWidget()
         tabs.addTab(self.sweep_panel, "Sweep")
         tabs.addTab(self.lineup_panel, "Lineup")
+        self.diagnose_panel = DiagnosePanel()
+        tabs.addTab(self.diagnose_panel, "Where the draft goes wrong")
+        self.diagnose_panel.use_lineup_button.clicked.connect(
+            lambda: self.diagnose_panel.show_events(self.lineup_panel.events, "the lineup"))
         self.setCentralWidget(tabs)
         self.tabs = tabs
         self.pair_label = QLabel("models load with the first run")

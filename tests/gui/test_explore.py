@@ -115,3 +115,26 @@ def test_a_lineup_recording_saves_and_opens_again(qtbot, tmp_path: Path) -> None
     assert panel.status.text().startswith("bad.jsonl: line 1:")
     assert panel.lineup == as_lineup(three_lanes())  # what was shown stays
     w.close()
+
+
+def test_the_diagnose_tab_counts_rejections_and_shows_their_rounds(qtbot, tmp_path: Path  # noqa: ANN001
+                                                                   ) -> None:
+    from specviz.core.events import to_json
+
+    w = window(qtbot)
+    panel = w.diagnose_panel
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(to_json(e) + "\n" for e in three_lanes()), encoding="utf-8")
+    assert panel.open_recording(str(path))
+    # Each scripted speculative lane rejects " sat", " red" and " x" once (two lanes).
+    assert sorted(panel.tokens.item(i, 0).text() for i in range(3)) == ["␣red", "␣sat", "␣x"]
+    assert [panel.tokens.item(i, 1).text() for i in range(3)] == ["2", "2", "2"]
+    assert list(panel.position_bars.opts["height"]) == [6 / 8, 4 / 6, 2 / 4]
+    assert len(panel.curve.getData()[0]) == 5  # q bins with tested drafts
+    panel.tokens.setCurrentCell(0, 0)
+    detail = panel.detail.text()
+    assert "run 1 (model, K 3, T=1)" in detail and "run 2 (model, K 5, T=1)" in detail
+    assert "line-through" in detail
+    assert not panel.open_recording(str(tmp_path / "absent.jsonl"))
+    assert "cannot read" in panel.status.text()
+    w.close()
