@@ -25,19 +25,22 @@ from .models import cached_forward
 from .tree_verify import ROOT
 
 
-def tree_layout(parents: Sequence[int], n_tail: int, past: int) -> tuple[torch.Tensor,
-                                                                         torch.Tensor]:
-    """Positions (T,) and which keys each query sees, (T, past + T) bool, T = n_tail + N.
+def tree_layout(parents: Sequence[int], n_tail: int, past: int,
+                fed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions (Tq,) and which keys each query sees, (Tq, past + n_tail + N) bool.
 
-    ``parents[i]`` is node i's parent node (ROOT for the root's children), parents first.
+    ``parents[i]`` is node i's parent node (ROOT for the root's children), parents first. The
+    queries are the ``n_tail`` tail ids then nodes ``fed`` .. N-1: a tree grown level by level
+    (the draft's) has nodes [0, fed) in the cache already, right after the ``past`` committed
+    ids, and feeds no tail then. The first node sits at cache index past + n_tail. Without a
+    tail there is no row for p at the root (the verifying pass needs one: n_tail >= 1).
     """
-    if n_tail < 1:
-        raise ValueError("a tree pass needs at least one uncached id before the tree (p at the "
-                         "root comes from it)")
+    if fed and n_tail:
+        raise ValueError("a pass that continues a tree (fed > 0) feeds no tail")
     n = len(parents)
     t = n_tail + n
     allowed = torch.zeros(t, past + t, dtype=torch.bool)
-    allowed[:, :past] = True  # everyone sees the cached prefix
+    allowed[:, :past] = True  # everyone sees the committed prefix
     allowed[:n_tail, past:past + n_tail] = torch.ones(n_tail, n_tail, dtype=torch.bool).tril()
     allowed[n_tail:, past:past + n_tail] = True  # every node sees the whole tail
     depth = [0] * n
@@ -49,9 +52,10 @@ def tree_layout(parents: Sequence[int], n_tail: int, past: int) -> tuple[torch.T
             allowed[row] = allowed[n_tail + parent]  # its parent's ancestors ...
             depth[i] = depth[parent] + 1
         allowed[row, past + row] = True  # ... and itself
-    positions = torch.arange(past, past + n_tail)
-    nodes = torch.tensor(depth, dtype=torch.long) + past + n_tail
-    return torch.cat([positions, nodes]), allowed
+    positions = torch.cat([torch.arange(past, past + n_tail),
+                           torch.tensor(depth, dtype=torch.long) + past + n_tail])
+    queries = list(range(n_tail)) + list(range(n_tail + fed, t))
+    return positions[queries], allowed[queries]
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -63,14 +67,17 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def score_tree(model: Any, cache: Any, tail: Sequence[int], tokens: Sequence[int],
-               parents: Sequence[int]) -> tuple[torch.Tensor, Any]:
-    """One pass over ``tail`` + the tree; logits (N+1, V) at the root and after each node."""
-    past = cache.get_seq_length()
-    positions, allowed = tree_layout(parents, len(tail), past)
+               parents: Sequence[int], fed: int = 0) -> tuple[torch.Tensor, Any]:
+    """One pass over ``tail`` + the tree's nodes from ``fed`` on; logits (rows, V): at the
+    last tail id (when there is a tail) and after each node fed. Nodes [0, fed) must be the
+    last ``fed`` entries of ``cache`` (an earlier pass of the same tree, ``tail`` empty now)."""
+    past = cache.get_seq_length() - fed
+    positions, allowed = tree_layout(parents, len(tail), past, fed)
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
-    ids = torch.tensor([list(tail) + list(tokens)], dtype=torch.long, device=device)  # (1, T)
-    keep = len(tokens) + 1
+    ids = torch.tensor([list(tail) + list(tokens[fed:])], dtype=torch.long,
+                       device=device)  # (1, Tq)
+    keep = len(tokens) - fed + (1 if tail else 0)
     out, cache = cached_forward(model, cache, input_ids=ids,
                                 attention_mask=additive_mask(allowed, dtype).to(device),
                                 position_ids=positions[None].to(device), logits_to_keep=keep)
@@ -91,16 +98,18 @@ def keep_path(cache: Any, first: int, path: Sequence[int]) -> None:
         layer.values = layer.values.index_select(-2, at)
 
 
-def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int]) -> torch.Tensor:
-    """``FastLlama.feed`` for a tail + tree: ``ids`` (T,) = the tail then the N nodes; logits
-    (N+1, V_model) at the last tail id and after each node. The buffers hold all T after it."""
+def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int],
+                    fed: int = 0) -> torch.Tensor:
+    """``score_tree`` on FastLlama's buffers: ``ids`` (Tq,) = the tail then nodes fed on;
+    logits (rows, V_model) as ``score_tree`` returns them. The buffers hold all Tq after it."""
     w = fast.w
     t, start = ids.shape[0], fast.length
     n = len(parents)
     end = start + t
-    positions, allowed = tree_layout(parents, t - n, start)
+    n_tail = t - (n - fed)
+    positions, allowed = tree_layout(parents, n_tail, start - fed, fed)
     fast._ensure(end)  # buffers and rotary tables; a node's position is below end
-    cos, sin = fast.cos[positions], fast.sin[positions]  # (T, D)
+    cos, sin = fast.cos[positions], fast.sin[positions]  # (Tq, D)
     half = w.head_dim // 2
     nq, nkv, d = w.heads, w.kv_heads, w.head_dim
     x = w.embed[ids]  # (T, H)
@@ -120,8 +129,9 @@ def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int]) 
         gu = fast._mm(h, gu_w)
         x = x + fast._mm(F.silu(gu[:, :w.intermediate]) * gu[:, w.intermediate:], down_w)
     fast.length = end
-    logits: torch.Tensor = fast._mm(_rms(x[t - n - 1:], w.norm, w.norm_eps), w.head)
-    return logits  # (N+1, V_model)
+    keep = n - fed + (1 if n_tail else 0)
+    logits: torch.Tensor = fast._mm(_rms(x[t - keep:], w.norm, w.norm_eps), w.head)
+    return logits  # (keep, V_model)
 
 
 def fast_keep_path(fast: FastLlama, first: int, path: Sequence[int]) -> None:

@@ -128,15 +128,15 @@ def test_fast_tree_pass_matches_plain_forwards(model: Any) -> None:
 
 
 def _sequential(layout: Callable[..., Any]) -> Callable[..., Any]:
-    def broken(parents: Sequence[int], n_tail: int, past: int) -> Any:
-        positions, allowed = layout(parents, n_tail, past)
+    def broken(parents: Sequence[int], n_tail: int, past: int, fed: int = 0) -> Any:
+        positions, allowed = layout(parents, n_tail, past, fed)
         return torch.arange(past, past + len(positions)), allowed
     return broken
 
 
 def _causal(layout: Callable[..., Any]) -> Callable[..., Any]:
-    def broken(parents: Sequence[int], n_tail: int, past: int) -> Any:
-        positions, allowed = layout(parents, n_tail, past)
+    def broken(parents: Sequence[int], n_tail: int, past: int, fed: int = 0) -> Any:
+        positions, allowed = layout(parents, n_tail, past, fed)
         t = len(positions)
         return positions, torch.ones(t, past + t, dtype=torch.bool).tril(diagonal=past)
     return broken
@@ -166,6 +166,54 @@ def test_a_crop_instead_of_a_gather_is_caught(model: Any) -> None:
         check_fast(model, keep=fast_crop)
 
 
+LEVELS = [3, 3, 2]  # TOKENS' nodes by depth: 0-2, 3-5, 6-7
+
+
+def check_levels(model: Any, fast: bool) -> None:
+    """A tree grown level by level (the draft's way): the tail alone, then each level's new
+    nodes fed after the levels already cached; each row equals the plain forward."""
+    want = plain_rows(model, PROMPT + TAIL, TOKENS, PARENTS)
+    runner = FastLlama(model, capacity=8)
+    cache = DynamicCache(config=model.config)
+    fed = 0
+    with torch.no_grad():
+        if fast:
+            runner.feed(torch.tensor(PROMPT + TAIL), 1)
+        else:
+            _, cache = ta.cached_forward(model, cache, input_ids=torch.tensor([PROMPT + TAIL]))
+        for width in LEVELS:
+            new = fed + width
+            if fast:
+                got = ta.fast_score_tree(runner, torch.tensor(TOKENS[fed:new]), PARENTS[:new],
+                                         fed)
+            else:
+                got, cache = ta.score_tree(model, cache, [], TOKENS[:new], PARENTS[:new], fed)
+            err = max_error(got, want[1 + fed:1 + new])
+            assert err < ATOL, f"level pass, nodes {fed}-{new - 1}: {err:.2e}"
+            fed = new
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_level_by_level_passes_match(model: Any, fast: bool) -> None:
+    check_levels(model, fast)
+
+
+def test_level_check_catches_a_level_that_sees_its_cached_cousins(
+        model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken: a level's nodes see every cached node (as a plain causal pass would)."""
+    layout = ta.tree_layout
+
+    def broken(parents: Sequence[int], n_tail: int, past: int, fed: int = 0) -> Any:
+        positions, allowed = layout(parents, n_tail, past, fed)
+        allowed[:, :past + fed] = True
+        return positions, allowed
+
+    monkeypatch.setattr(ta, "tree_layout", broken)
+    for fast in (False, True):
+        with pytest.raises(AssertionError, match="level pass"):
+            check_levels(model, fast)
+
+
 def test_layout() -> None:
     positions, allowed = ta.tree_layout([ROOT, ROOT, 0], n_tail=2, past=3)
     assert positions.tolist() == [3, 4, 5, 5, 6]
@@ -176,7 +224,9 @@ def test_layout() -> None:
         [1, 1, 1, 1, 1, 0, 1, 0],
         [1, 1, 1, 1, 1, 1, 0, 1],
     ]
-    with pytest.raises(ValueError, match="at least one"):
-        ta.tree_layout([ROOT], n_tail=0, past=3)
     with pytest.raises(ValueError, match="before it"):
         ta.tree_layout([1, ROOT], n_tail=1, past=0)
+    with pytest.raises(ValueError, match="no tail"):
+        ta.tree_layout([ROOT, 0], n_tail=1, past=3, fed=1)
+    positions, allowed = ta.tree_layout([ROOT, ROOT, 0], n_tail=0, past=3, fed=2)
+    assert positions.tolist() == [4] and allowed.int().tolist() == [[1, 1, 1, 1, 0, 1]]
