@@ -86,7 +86,8 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
         total = sum(seen.values())
         for x, count in seen.items():
             q_rows[c, x] = count / total
-    tree = DraftTree(tuple(tokens), tuple(parents), ("deterministic",) * (len(tokens) + 1))
+    kind: Rule = "deterministic"  # nothing was drawn
+    tree = DraftTree(tuple(tokens), tuple(parents), (kind,) * (len(tokens) + 1))
     return TreeProposal(tree, q_rows, "lookup")
 
 

@@ -204,8 +204,7 @@ def test_a_rule_other_than_the_draw_is_caught(name: str,
     """Broken: the tree says its children were drawn independently from q (without
     replacement, and the lookup's frequencies, were not)."""
     fn = td.lookup_tree if "lookup" in name else td.grow_tree
-    site = ('("deterministic",) * (len(tokens) + 1)' if "lookup" in name
-            else "(rule,) * (len(tokens) + 1)")
+    site = "(kind,) * (len(tokens) + 1)" if "lookup" in name else "(rule,) * (len(tokens) + 1)"
     monkeypatch.setattr(td, fn.__name__, mutant(fn, (site, '("independent",) * '
                                                            '(len(tokens) + 1)')))
     tv = round_distance(ROUNDS[name])
