@@ -49,21 +49,23 @@ def main() -> int:
     pair = load_pair(*PRESETS[DEFAULT_PAIR])
     with teacher_paused(not args.no_pause_teacher):
         warm = chat_prompt(pair.tokenizer, "Hello")
-        short = Settings(temperature=0, max_new_tokens=8, k_policy="cost")
+        short = Settings(temperature=0, max_new_tokens=8, k_policy="cost", drafter="model",
+                         lookup_k=10)
         finish(AutoregressiveDecoder(pair, short), warm)
         finish(SpeculativeDecoder(pair, short), warm)  # also times v(n) once for the pair
         for name in args.sets.split(","):
             ratios: dict[str, list[float]] = {row: [] for row in ROWS}
             for text, chat in SETS[name]()[:args.prompts]:
                 prompt = chat_prompt(pair.tokenizer, text) if chat else text
-                s = Settings(k=4, temperature=0, max_new_tokens=args.max_new_tokens)
+                s = Settings(k=4, temperature=0, max_new_tokens=args.max_new_tokens,
+                             drafter="model", k_policy="fixed", lookup_k=10)
                 alone = finish(AutoregressiveDecoder(pair, s), prompt)
                 for row in ROWS:
                     drafter, k_policy, on = row.split()
                     fit_on["on"] = on == "on"
                     run = finish(SpeculativeDecoder(
                         pair, Settings(k=4, temperature=0, max_new_tokens=args.max_new_tokens,
-                                       drafter=drafter, k_policy=k_policy)), prompt)
+                                       drafter=drafter, k_policy=k_policy, lookup_k=10)), prompt)
                     assert run.generated_ids == alone.generated_ids, (row, text[:40])
                     ratios[row].append(run.summary.tokens_per_s / alone.summary.tokens_per_s)
             cells = ", ".join(

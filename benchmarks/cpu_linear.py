@@ -114,7 +114,8 @@ def main() -> int:
         warm = prompts_for(pair, 1)[0]
         for form in FORMS:
             set_form(pair, form)
-            short = Settings(temperature=0.0, max_new_tokens=8)
+            short = Settings(temperature=0.0, max_new_tokens=8, drafter="model",
+                             k_policy="fixed", lookup_k=10)
             finish(AutoregressiveDecoder(pair, short), warm)
             finish(SpeculativeDecoder(pair, short), warm)
         for name in args.sets.split(","):
@@ -130,7 +131,7 @@ def main() -> int:
                         drafter, policy = how or ("model", "fixed")
                         settings = Settings(temperature=0.0, max_new_tokens=args.max_new_tokens,
                                             seed=1000 + i, k=4, drafter=drafter,
-                                            k_policy=policy)
+                                            k_policy=policy, lookup_k=10)
                         if how is None:
                             run = finish(AutoregressiveDecoder(pair, settings), prompt)
                             alone_ids = run.generated_ids

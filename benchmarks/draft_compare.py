@@ -51,7 +51,8 @@ def main() -> int:
     results: dict[str, Any] = {"command": " ".join(sys.argv)}
     with teacher_paused(not args.no_pause_teacher):
         warm = prompts_for(pair_a, 1)[0]  # first passes pay one-off costs: not timed
-        short = Settings(k=args.k, temperature=0.0, max_new_tokens=8)
+        short = Settings(k=args.k, temperature=0.0, max_new_tokens=8, drafter="model",
+                         k_policy="fixed", lookup_k=10)
         for decoder in (AutoregressiveDecoder(pair_a, short), SpeculativeDecoder(pair_a, short),
                         SpeculativeDecoder(pair_b, short)):
             finish(decoder, warm)
@@ -62,7 +63,8 @@ def main() -> int:
                 base, tallies, mismatches = Tally(), {"a": Tally(), "b": Tally()}, 0
                 for i, prompt in enumerate(prompts):
                     s = Settings(k=args.k, temperature=temperature,
-                                 max_new_tokens=args.max_new_tokens, seed=1000 + i)
+                                 max_new_tokens=args.max_new_tokens, seed=1000 + i,
+                                     drafter="model", k_policy="fixed", lookup_k=10)
                     alone = finish(AutoregressiveDecoder(pair_a, s), prompt)
                     base.add_summary(alone.summary)
                     for key, pair in (("a", pair_a), ("b", pair_b)):

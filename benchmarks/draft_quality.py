@@ -116,7 +116,8 @@ def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
     in_vocab = (None if pair.draft_vocab_map is None
                 else frozenset(pair.draft_vocab_map.tolist()))
     for i, prompt in enumerate(prompts):
-        s = Settings(k=k, temperature=temperature, max_new_tokens=max_new, seed=i)
+        s = Settings(k=k, temperature=temperature, max_new_tokens=max_new, seed=i,
+                     drafter="model", k_policy="fixed", lookup_k=10)
         for event in SpeculativeDecoder(pair, s).run(prompt):
             if isinstance(event, Round):
                 tally.add_round(event)
@@ -135,7 +136,8 @@ def acceptance(pair: ModelPair, prompts: list[str], temperature: float, k: int,
 def speed(pair: ModelPair, prompts: list[str], ks: list[int], max_new: int,
           reps: int) -> dict[str, Any]:
     """Target alone vs speculative at T=0 for each K, interleaved per prompt; first pass warms."""
-    base_settings = Settings(k=1, temperature=0.0, max_new_tokens=max_new, seed=0)
+    base_settings = Settings(k=1, temperature=0.0, max_new_tokens=max_new, seed=0,
+                             drafter="model", k_policy="fixed", lookup_k=10)
     base_tally = Tally()  # tokens and wall time of each row, from the runs' Summaries
     spec_tally = {k: Tally() for k in ks}
     mismatches = 0

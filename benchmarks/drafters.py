@@ -41,8 +41,8 @@ from grounded_prompts import grounded_prompts  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import RunFinished, Settings  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, load_pair  # noqa: E402
+from specviz.core.options import DEFAULTS  # noqa: E402
 from specviz.core.policy import CostPolicy  # noqa: E402
-from specviz.core.presets import DEFAULT_LOOKUP_K  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
 
@@ -110,7 +110,8 @@ def lookup_alpha_by_match(pair: ModelPair, sets: list[str], n_prompts: int, max_
     for set_name in sets:
         for text, chat in SETS[set_name]()[:n_prompts]:
             prompt = chat_prompt(tok, text) if chat else text
-            s = Settings(k=k, temperature=0, max_new_tokens=max_new)
+            s = Settings(k=k, temperature=0, max_new_tokens=max_new, drafter="model",
+                         k_policy="fixed", lookup_k=10)
             _, ref = run_specviz(AutoregressiveDecoder(pair, s), prompt)
             _, spec = run_specviz(SpeculativeDecoder(pair, s), prompt)
             model.add_summary(spec.summary)
@@ -142,7 +143,7 @@ def main() -> None:
     ap.add_argument("--temperatures", default="0,1")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="K of fixed, start of heuristic and cost")
-    ap.add_argument("--lookup-k", type=int, default=DEFAULT_LOOKUP_K,
+    ap.add_argument("--lookup-k", type=int, default=DEFAULTS["lookup_k"],
                     help="most tokens a lookup round drafts (fixed and heuristic draft it, cost "
                     "caps its choice there); the CLI's and the app's default")
     ap.add_argument("--combos", default=",".join(ALL_COMBOS))
@@ -177,12 +178,15 @@ def run(args: argparse.Namespace) -> None:
           f"K {args.k}, lookup K {args.lookup_k}, torch threads {torch.get_num_threads()}")
     # Warm-up (first forwards allocate), not counted.
     warm = chat_prompt(tok, "Hello")
-    run_specviz(AutoregressiveDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
-    run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8)), warm)
+    plain = Settings(temperature=0, max_new_tokens=8, drafter="model", k_policy="fixed",
+                     lookup_k=10)
+    run_specviz(AutoregressiveDecoder(pair, plain), warm)
+    run_specviz(SpeculativeDecoder(pair, plain), warm)
     # The cost policy times the target's passes once per pair (~1.5 s, engine.verify_costs):
     # done here, so no row's first prompt pays it (a one-off CLI run does).
     run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8,
-                                                  k_policy="cost")), warm)
+                                                  k_policy="cost", drafter="model",
+                                                      lookup_k=10)), warm)
 
     for temperature in (float(t) for t in args.temperatures.split(",")):
         for set_name in args.sets.split(","):
@@ -197,7 +201,8 @@ def run(args: argparse.Namespace) -> None:
             t_start = time.perf_counter()
             for i, prompt in enumerate(prompts):
                 base = Settings(k=args.k, lookup_k=args.lookup_k, temperature=temperature,
-                                max_new_tokens=args.max_new_tokens, seed=i)
+                                max_new_tokens=args.max_new_tokens, seed=i, drafter="model",
+                                    k_policy="fixed")
                 # Every configuration runs once per prompt, in an order rotated per prompt so
                 # that warm-up and drifting load do not always favour the same row.
                 jobs: list[tuple[str, object]] = [("target alone", base)]

@@ -96,7 +96,8 @@ def hf_assisted(pair: ModelPair, assistant: torch.nn.Module, ids: torch.Tensor,
 
 def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> None:
     tok = pair.tokenizer
-    settings = Settings(k=k, temperature=0.0, max_new_tokens=max_new, seed=0)
+    settings = Settings(k=k, temperature=0.0, max_new_tokens=max_new, seed=0, drafter="model",
+                        k_policy="fixed", lookup_k=10)
     prompts = [chat_prompt(tok, p) for p in PROMPTS]
     assistant = pair.draft
     assistant.generation_config.num_assistant_tokens = k  # type: ignore[union-attr]

@@ -53,7 +53,8 @@ def scripted_rounds(k: int, n: int) -> list:
     """RunStarted and ``n`` rounds of K = ``k``: every third round all kept, else a rejection."""
     started = RunStarted(
         mode="speculative", prompt="Once upon", prompt_ids=(0, 1),
-        settings=Settings(k=k, temperature=1.0, max_new_tokens=10_000, seed=1, top_n=10),
+        settings=Settings(k=k, temperature=1.0, max_new_tokens=10_000, seed=1, top_n=10,
+                          drafter="model", k_policy="fixed", lookup_k=10),
         pair=PairInfo(draft="draft", target="target", device="cpu", dtype="float32",
                       vocab_size=len(VOCAB)))
     events: list = [started]

@@ -299,7 +299,8 @@ def main() -> int:
     clock.gc.clear()
     run = 0
     while run < args.runs or tokens < args.tokens:
-        settings = Settings(k=args.k, temperature=0.7, max_new_tokens=per_run, seed=run)
+        settings = Settings(k=args.k, temperature=0.7, max_new_tokens=per_run, seed=run,
+                            drafter="model", k_policy="fixed", lookup_k=10)
         t = time.perf_counter()
         controller.start(spec, settings, DEFAULT_PROMPT)
         wait_for(controller.finished, 300)

@@ -25,7 +25,8 @@ from specviz.core.events import Settings, to_json  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS, load_pair  # noqa: E402
 from specviz.core.race import run_race  # noqa: E402
 
-DEMO = Settings(k=4, temperature=0.0, max_new_tokens=48, seed=0)
+DEMO = Settings(k=4, temperature=0.0, max_new_tokens=48, seed=0, drafter="model",
+                k_policy="fixed", lookup_k=10)
 LOW_ACCEPTANCE = "Write a haiku about quantum chromodynamics, then explain it in French."
 RECORDINGS = {
     "normal": (DEFAULT_PROMPT, replace(DEMO, temperature=0.7, top_p=0.9)),

@@ -32,10 +32,13 @@ from .core.models import (
     load_pair,
     locate,
 )
-from .core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY, DEFAULT_LOOKUP_K
-from .core.race import Race, as_race, run_race
+from .core.options import OPTIONS, Option, describe_k
+from .core.race import Race, as_race
+from .core.run import PROMPT_LIMIT_CHARS, Request, check
+from .core.run import run as run_request
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
+EXIT_INPUT = 2  # a bad argument or prompt (argparse's own code for its refusals)
 
 # ANSI styles, told apart by more than hue (strike-through, underline, bold) for
 # colour-blind readers and monochrome terminals.
@@ -51,23 +54,53 @@ RESET = "\x1b[0m"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        """Bad arguments: one line and a non-zero exit, not a usage dump."""
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        """Bad arguments: one line (and, under --json, an error event) and exit 2."""
+        _refuse(f"{message} (see --help)", json_out=self.json_out)
+
+    json_out = False  # set from argv before parsing: an argparse error must know it
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _refuse(message: str, json_out: bool, kind: str = "input") -> NoReturn:
+    """A refusal before any run: one line on stderr, an error event under --json, exit 2."""
+    message = one_line(message)
+    if json_out:
+        sys.stdout.write(to_json(RunFailed(message=message, kind=kind)) + "\n")
+        sys.stdout.flush()
+    sys.stderr.write(f"specviz-cli: error: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_INPUT)
+
+
+def _add_option(p: argparse.ArgumentParser, opt: Option) -> None:
+    """One argument from the options table: its flag, type, default, range and help."""
+    kind = {int: _int_arg, float: float, str: str}[opt.type]
+    extra = f" ({opt.range_text()})" if opt.low is not None or opt.high is not None else ""
+    names = opt.names()
+    p.add_argument(opt.flag, type=kind, default=opt.default, metavar=opt.metavar,
+                   choices=list(names) if names else None,
+                   help=f"{opt.help}{extra}; default {opt.default}")
+
+
+def _int_arg(text: str) -> int:
+    """An integer argument (argparse's int() accepts any size; the range check follows)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def build_parser(json_out: bool = False) -> argparse.ArgumentParser:
     p = _Parser(prog="specviz-cli", description=__doc__)
-    p.add_argument("--prompt", default=DEFAULT_PROMPT,
-                   help="text to continue ('' starts from BOS)")
+    p.json_out = json_out
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default=DEFAULT_PROMPT,
+                        help="text to continue ('' starts from BOS; '-' reads standard input)")
+    prompt.add_argument("--prompt-file", metavar="PATH",
+                        help="read the prompt from a UTF-8 text file ('-' = standard input)")
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
                    help="wrap the prompt in the model's chat template, if it has one")
-    p.add_argument("--k", type=int, default=4, help="draft tokens per round (1-16)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=0, help="0 = off")
-    p.add_argument("--top-p", type=float, default=1.0, help="1 = off")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--top-n", type=int, default=10, help="candidates per distribution in events")
+    for opt in OPTIONS:
+        _add_option(p, opt)
     p.add_argument("--pair", choices=list(PRESETS), metavar="PRESET",
                    help="a preset pair: " + "; ".join(PRESETS))
     p.add_argument("--draft", help="draft model: alias, hub id, folder or .gguf "
@@ -80,23 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["auto", "balanced", "balanced_low_0", "sequential"],
                    help="spread a target too big for one device over the GPUs, then CPU memory, "
                    "then disk (accelerate's big-model dispatch); the draft runs on the first GPU")
-    p.add_argument("--drafter", default=DEFAULT_DRAFTER, choices=["model", "lookup", "hybrid"],
-                   help="who drafts: the draft model, prompt lookup (copies earlier text; "
-                   "needs no draft model), or lookup on a long enough match and the model else")
-    p.add_argument("--ngram-min", type=int, default=Settings.ngram_min,
-                   help="shortest suffix prompt lookup may match")
-    p.add_argument("--ngram-max", type=int, default=Settings.ngram_max,
-                   help="longest suffix prompt lookup tries first")
-    p.add_argument("--lookup-k", type=int, default=DEFAULT_LOOKUP_K,
-                   help="most tokens a prompt-lookup round drafts (1-16; the model drafter's "
-                   "is --k)")
-    p.add_argument("--k-policy", default=DEFAULT_K_POLICY, choices=["fixed", "heuristic", "cost"],
-                   help="K each round: fixed --k; heuristic (+2 after a fully kept round, -1 "
-                   "else, from --k); cost (the K, 0 included, with most expected tokens per "
-                   "measured second)")
-    p.add_argument("--lenience", type=float, default=1.0, metavar="B",
-                   help="keep drafts when B*U < p/q; below 1 the output is NOT the target's "
-                   "distribution (1 = exact)")
     p.add_argument("--baseline", action="store_true", help="run the target alone")
     p.add_argument("--race", action="store_true",
                    help="a race: the speculative run, then the target alone on the same prompt, "
@@ -109,10 +125,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed, top_n=args.top_n,
-                    drafter=args.drafter, ngram_min=args.ngram_min, ngram_max=args.ngram_max,
-                    k_policy=args.k_policy, lenience=args.lenience, lookup_k=args.lookup_k)
+    return Settings(**{opt.name: getattr(args, opt.name) for opt in OPTIONS})
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    """The prompt from --prompt, --prompt-file or standard input ('-'), as text."""
+    source = args.prompt_file if args.prompt_file is not None else (
+        "-" if args.prompt == "-" else None)
+    if source is None:
+        return str(args.prompt)
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read()
+            where = "standard input"
+        else:
+            where = source
+            with open(source, "rb") as f:
+                data = f.read(PROMPT_LIMIT_CHARS * 4 + 1)
+    except OSError as exc:
+        raise InputError(f"Cannot read the prompt from {source}: {exc.strerror or exc}.") \
+            from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"The prompt in {where} is not UTF-8 text (byte {exc.start}).") \
+            from None
 
 
 def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) -> int:
@@ -124,11 +161,11 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
                    if event.pair.draft and event.mode == "speculative"
                    else f"{event.pair.target} alone")
             st = event.settings
-            how = (f", drafter={st.drafter}, K policy={st.k_policy}"
+            how = (f", drafter={st.drafter}, {describe_k(st.k_policy, st.k)}"
                    if event.mode == "speculative" else "")
             scale = event.pair.draft_temperature_scale
             scaled = f" (q at T×{scale:g})" if scale != 1.0 and st.temperature else ""
-            out.write(f"# {who}, {event.mode}, K={st.k}{how}, "
+            out.write(f"# {who}, {event.mode}{how}, "
                       f"T={st.temperature}{scaled}, seed={st.seed}\n")
             if st.lenience < 1.0:
                 out.write(f"# lenience {st.lenience}: NOT EXACT, the output does not follow "
@@ -216,12 +253,14 @@ def race_summary(race: Race) -> str:
 WARM_UP_TOKENS = 2
 
 
-def _warm_up(pair: Any, settings: Settings, prompt: str) -> None:
+def _warm_up(pair: Any, request: Request) -> None:
     """A short untimed race first, its events dropped: otherwise the race's first run alone
     pays the one-off costs of a fresh process (allocator, kernel set-up, on a GPU its context
     and libraries) that the second then skips. A failure here recurs in the race, reported."""
-    short = replace(settings, max_new_tokens=min(WARM_UP_TOKENS, settings.max_new_tokens))
-    for _event in run_race(pair, short, prompt):
+    s = request.settings
+    short = replace(request, settings=replace(
+        s, max_new_tokens=min(WARM_UP_TOKENS, s.max_new_tokens)))
+    for _event in run_request(pair, short):
         pass
 
 
@@ -268,7 +307,7 @@ class _Cli:
         if self.args.json and not self.ended:
             self.emit(RunFailed(message=message, kind=kind))
         print(f"specviz-cli: error: {message}", file=sys.stderr, flush=True)
-        return 1
+        return EXIT_INPUT if kind == "input" else 1
 
     def interrupted(self) -> int:
         if self.args.json and not self.ended:
@@ -281,7 +320,12 @@ class _Cli:
         if args.race and args.baseline:
             return self.fail("--race runs the target alone itself, after the speculative run: "
                              "drop --baseline.", "input")
-        settings = _settings(args)
+        mode = "race" if args.race else "baseline" if args.baseline else "speculative"
+        try:  # before torch is imported (seconds): a bad setting or prompt fails at once
+            request = Request(_read_prompt(args), _settings(args), mode, args.chat)
+            check(request)
+        except InputError as exc:
+            return self.fail(str(exc), exc.kind)
         draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
         target = target or BUNDLED_TARGET
         no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
@@ -295,18 +339,6 @@ class _Cli:
             found_draft = None if no_draft or draft is None else locate(draft)
         except SpecvizError as exc:
             return self.fail(str(exc), exc.kind)
-        from .core.engine import (
-            AutoregressiveDecoder,
-            SpeculativeDecoder,
-            chat_prompt,
-            guarded,
-            validate,
-        )
-
-        try:
-            validate(settings, speculative=not args.baseline)
-        except InputError as exc:
-            return self.fail(str(exc), exc.kind)
         progress = None if args.json else (lambda msg: print(f"# {msg}", file=sys.stderr))
         _quiet_transformers()
         try:
@@ -314,19 +346,10 @@ class _Cli:
                              progress=progress, device_map=args.device_map)
         except SpecvizError as exc:
             return self.fail(str(exc), exc.kind)
-        prompt = (chat_prompt(pair.tokenizer, args.prompt) if args.chat and args.prompt
-                  else args.prompt)
         seen: list[Event] = []  # a race's events, for its verdict at the end
-        if args.race:  # the speculative run, then (if it finished) the target alone
-            _warm_up(pair, settings, prompt)
-            events = _kept(run_race(pair, settings, prompt, stop=self.interrupt.stop), seen)
-        else:
-            try:
-                decoder = (AutoregressiveDecoder(pair, settings) if args.baseline
-                           else SpeculativeDecoder(pair, settings))
-            except SpecvizError as exc:
-                return self.fail(str(exc), exc.kind)
-            events = guarded(decoder.run(prompt, stop=self.interrupt.stop))
+        if args.race:  # an untimed short race first: a fresh process's one-off costs
+            _warm_up(pair, request)
+        events = _kept(run_request(pair, request, stop=self.interrupt.stop), seen)
         self.interrupt.running = True
         try:
             if args.json:
@@ -361,7 +384,8 @@ def _quiet_transformers() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run once; failures are one line (and a JSON error event), never a traceback."""
-    args = build_parser().parse_args(argv)
+    raw = sys.argv[1:] if argv is None else argv
+    args = build_parser(json_out="--json" in raw).parse_args(raw)
     cli = _Cli(args)
     handler: Any = None
     if threading.current_thread() is threading.main_thread():

@@ -7,7 +7,10 @@ import json
 import pytest
 
 from specviz.cli import _settings, build_parser, main
-from specviz.core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY, DEFAULT_LOOKUP_K
+from specviz.core.options import DEFAULTS
+
+DEFAULT_DRAFTER, DEFAULT_K_POLICY = DEFAULTS["drafter"], DEFAULTS["k_policy"]
+DEFAULT_LOOKUP_K = DEFAULTS["lookup_k"]
 
 
 def test_flags_reach_the_settings() -> None:

@@ -8,11 +8,10 @@ event builder (``run_events.py``); it holds the algorithm alone.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -24,59 +23,17 @@ from .drafters import NoDrafter
 from .errors import InputError
 from .events import Event, RunFailed, Settings, StopReason
 from .models import ModelPair
+from .options import validate  # one table of ranges (re-exported: callers import it here)
 from .parts import Calibration, Factory, Parts, TargetRunner
 from .plans import Outcome, TargetOutputs, TargetRequest
-from .policy import K_LIMIT, FixedPolicy
-from .registry import Entry
+from .policy import FixedPolicy
 from .rng import Random
 from .run_events import EventBuilder
 from .tally import Tally
 
-K_MIN, K_MAX = 1, K_LIMIT
-# Below this, logits / T overflows float32 (|logit| ~ 30 gives 3e31 and more) and softmax
-# turns to NaN; a user meaning "greedy" should type 0.
-TEMPERATURE_MIN = 1e-30
-NGRAM_LIMIT = 8
 # The built-in names (the registry may hold more: registry.drafter_names()).
 DRAFTERS = registry.drafter_names()
 K_POLICIES = registry.policy_names()
-
-
-def validate(settings: Settings, speculative: bool = True, *,
-             drafters: Mapping[str, Entry] | None = None,
-             policies: Mapping[str, Entry] | None = None) -> None:
-    """Raise InputError with a one-line reason for any setting out of range (drafter and K
-    policy names: those of the registry, or of the tables given)."""
-    s = settings
-    drafters = registry.DRAFTERS if drafters is None else drafters
-    policies = registry.K_POLICIES if policies is None else policies
-    if speculative and not K_MIN <= s.k <= K_MAX:
-        raise InputError(f"K must be between {K_MIN} and {K_MAX}, got {s.k}.")
-    t = s.temperature
-    if not (t == 0 or TEMPERATURE_MIN <= t < math.inf):  # also refuses NaN
-        raise InputError(f"Temperature must be 0 (greedy) or a finite number from "
-                         f"{TEMPERATURE_MIN:g}, got {t}.")
-    if not 0.0 < s.top_p <= 1.0:
-        raise InputError(f"top-p must be in (0, 1], got {s.top_p}.")
-    if s.top_k < 0:
-        raise InputError(f"top-k must be 0 (off) or positive, got {s.top_k}.")
-    if s.max_new_tokens < 1:
-        raise InputError(f"max new tokens must be at least 1, got {s.max_new_tokens}.")
-    if s.top_n < 1:
-        raise InputError(f"top-N must be at least 1, got {s.top_n}.")
-    if s.drafter not in drafters:
-        raise InputError(f"The drafter must be one of {', '.join(drafters)}, "
-                         f"got {s.drafter!r}.")
-    if not 1 <= s.ngram_min <= s.ngram_max <= NGRAM_LIMIT:
-        raise InputError(f"n-gram sizes need 1 <= min <= max <= {NGRAM_LIMIT}, got min "
-                         f"{s.ngram_min}, max {s.ngram_max}.")
-    if not 1 <= s.lookup_k <= K_MAX:
-        raise InputError(f"The lookup budget must be between 1 and {K_MAX}, got {s.lookup_k}.")
-    if s.k_policy not in policies:
-        raise InputError(f"The K policy must be one of {', '.join(policies)}, "
-                         f"got {s.k_policy!r}.")
-    if not 0.0 < s.lenience <= 1.0:  # also refuses NaN
-        raise InputError(f"Lenience must be in (0, 1] (1 = exact), got {s.lenience}.")
 
 
 class _Run:

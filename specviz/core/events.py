@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .options import DEFAULTS, RECORDED
+
 # Fate of a drafted token in a round.
 Status = Literal["accepted", "rejected", "discarded"]
 # Where an extra (non-draft) token came from: residual resample, bonus after full
@@ -28,31 +30,37 @@ FORMAT_VERSION = 2
 
 @dataclass(frozen=True)
 class Settings:
-    """Sampling settings, applied identically to p and q."""
+    """Sampling and drafting settings, applied identically to p and q.
 
-    k: int = 4
-    temperature: float = 1.0
-    top_k: int = 0  # 0 = off
-    top_p: float = 1.0  # 1.0 = off
-    max_new_tokens: int = 64
-    seed: int | None = 0
-    top_n: int = 10  # how many candidates per distribution the events carry
+    Every default, range and help text lives in :mod:`specviz.core.options` (one table for
+    the API, the CLI, the app and the recording reader); ``options.settings(profile, **kw)``
+    builds checked Settings. A recording that lacks a field is read with what it was made
+    with (``options.RECORDED``), not with today's defaults.
+    """
+
+    k: int = DEFAULTS["k"]
+    temperature: float = DEFAULTS["temperature"]
+    top_k: int = DEFAULTS["top_k"]  # 0 = off
+    top_p: float = DEFAULTS["top_p"]  # 1.0 = off
+    max_new_tokens: int = DEFAULTS["max_new_tokens"]
+    seed: int | None = DEFAULTS["seed"]  # None: draw one (the run's RunStarted says which)
+    top_n: int = DEFAULTS["top_n"]  # how many candidates per distribution the events carry
     # Who drafts: "model" (the draft model q), "lookup" (copy what followed the most recent
     # earlier occurrence of the last n tokens; q is one-hot) or "hybrid" (lookup on a long
-    # enough match, the model otherwise).
-    drafter: str = "model"
-    ngram_min: int = 1  # shortest suffix lookup may match
-    ngram_max: int = 4  # longest suffix lookup tries first
+    # enough match, the model otherwise); core/registry.py lists them.
+    drafter: str = DEFAULTS["drafter"]
+    ngram_min: int = DEFAULTS["ngram_min"]  # shortest suffix lookup may match
+    ngram_max: int = DEFAULTS["ngram_max"]  # longest suffix lookup tries first
     # Lookup's own budget: a lookup round drafts up to this many tokens of the matched text
     # (fewer where the copy reaches the end of the context), whatever K the model drafter
     # uses; its drafts cost no forward pass, so only the wider verify pass limits them.
-    lookup_k: int = 10
+    lookup_k: int = DEFAULTS["lookup_k"]
     # How K is chosen each round: "fixed" (k), "heuristic" (transformers' schedule, starting
     # at k) or "cost" (the K in 0..16 with the most expected tokens per measured second).
-    k_policy: str = "fixed"
+    k_policy: str = DEFAULTS["k_policy"]
     # r ~ U[0, lenience): below 1 drafts are kept more often and the output NO LONGER follows
     # the target's distribution (Round.exact and Summary.exact say so). 1.0 = exact.
-    lenience: float = 1.0
+    lenience: float = DEFAULTS["lenience"]
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,8 @@ def _build(cls: type, data: Any) -> Any:
         return None
     kwargs: dict[str, Any] = {}
     hints = {f.name: f for f in dataclasses.fields(cls)}
+    if cls is Settings:  # fields added since format 1: what the recording was made with
+        kwargs.update({k: v for k, v in RECORDED.items() if k not in data})
     for name, value in data.items():
         if name not in hints:
             continue

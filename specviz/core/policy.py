@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .options import K_LIMIT  # the largest K any policy drafts
 from .plans import Choice, Outcome, Plan
 from .tally import expected_tokens_per_round
-
-K_LIMIT = 16  # the largest K any policy drafts
 
 
 class KPolicy(Protocol):

@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from specviz.core import events as ev
+from specviz.core import options
+from specviz.core.errors import InputError
 from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 
-MAX_K = 16  # drafts per round (the engine's K_MAX)
-MAX_TOP_N = 1024  # candidates per distribution an event may carry
+MAX_K = options.K_LIMIT  # drafts per round
+MAX_TOP_N = options.TOP_N_LIMIT  # candidates per distribution an event may carry
 MAX_COUNT = 2**53  # any count, id or index: beyond this no run is real (and floats lose ints)
 MAX_SEED = 2**64
 MAX_LINE_BYTES = 32 * 1024 * 1024  # one event; a K = 16, top-N = 1024 round is ~2 MB
@@ -268,6 +270,8 @@ def _fields(cls: type) -> list[tuple[str, Any, bool, tuple[type, str]]]:
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     """An instance of the dataclass ``cls`` from a JSON object, every field checked."""
     kwargs: dict[str, Any] = {}
+    if cls is ev.Settings:  # fields added since format 1: what the recording was made with
+        kwargs.update({k: v for k, v in options.RECORDED.items() if k not in data})
     for name, hint, required, key in _fields(cls):
         if name not in data:
             if required:
@@ -285,6 +289,11 @@ def _check_object(obj: Any, where: str) -> None:
         if not len(obj.ids) == len(obj.probs) == len(obj.texts):
             raise _Invalid(f"{where}: ids, probs and texts must have the same length, got "
                            f"{len(obj.ids)}, {len(obj.probs)} and {len(obj.texts)}")
+    elif isinstance(obj, ev.Settings):
+        try:  # the ranges a run is held to (options.py), K included: a recording has one
+            options.validate(obj, names=False)
+        except InputError as exc:
+            raise _Invalid(f"{where}: {exc}") from None
     elif isinstance(obj, Round):
         if len(obj.drafted) > obj.k:
             raise _Invalid(f"{where}: {len(obj.drafted)} drafts in a round of k = {obj.k}")

@@ -127,7 +127,8 @@ def decoder_alpha(pair: Any, prompts: list[tuple[str, bool]], temperatures: tupl
             for j in range(seeds):
                 for i, text in enumerate(texts):
                     s = Settings(k=k, temperature=t, max_new_tokens=max_new_tokens,
-                                 seed=seed + 1000 * j + i)
+                                 seed=seed + 1000 * j + i, drafter="model", k_policy="fixed",
+                                     lookup_k=10)
                     for event in SpeculativeDecoder(scaled, s).run(text):
                         if isinstance(event, Round):
                             tally.add_round(event)

@@ -20,10 +20,12 @@ from PySide6.QtWidgets import (
     QToolButton,
 )
 
+from specviz.core.errors import InputError
 from specviz.core.events import RunFailed, Settings, to_json
 
 # Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
 from specviz.core.presets import PRESETS
+from specviz.core.run import Request, check, needs_draft_model
 
 from . import demo
 from .controls import CUSTOM, DEVICES, ControlsPanel
@@ -283,18 +285,19 @@ class MainWindow(QMainWindow):
             self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
             return
         settings = self.sampling()
-        lookup = settings.drafter == "lookup" and not self.baseline.isChecked()
-        if lookup:  # prompt lookup drafts from the text itself: no draft model to load
+        request = Request(self.prompt.toPlainText(), settings,
+                          "baseline" if self.baseline.isChecked() else "speculative",
+                          self.chat.isChecked())
+        if not needs_draft_model(request):  # lookup drafts from the text: no draft to load
             spec = dataclasses.replace(spec, draft=None)
-        elif spec.draft is None and not self.baseline.isChecked():
-            self._on_failed(RunFailed("Choose a draft model (q), pick the lookup drafter, "
-                                      "or tick 'Target alone'.", "input"))
-            return
-        if not self.prompt.toPlainText().strip():
-            # Without this the models generate from the chat template alone.
-            self._on_failed(RunFailed("The prompt is empty: type a prompt, then press Run.",
-                                      "input"))
-            self.prompt.setFocus()
+        try:  # the checks every run passes (core/run.py), before anything loads
+            check(request, has_draft=spec.draft is not None or not request.speculative,
+                  allow_empty=False)
+        except InputError as exc:
+            # An empty prompt would generate from the chat template alone.
+            self._on_failed(RunFailed(str(exc), exc.kind))
+            if "prompt" in str(exc):
+                self.prompt.setFocus()
             return
         self.save_settings()
         self.run_view.user_prompt = self.prompt.toPlainText()

@@ -33,30 +33,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specviz.core import options, registry  # torch-free
 from specviz.core.events import Settings
-from specviz.core.presets import (  # torch-free
-    APP_K_POLICY,
-    DEFAULT_DRAFTER,
-    DEFAULT_LOOKUP_K,
-    DEFAULT_PAIR,
-    DEFAULT_PROMPT,
-    PRESETS,
-)
+from specviz.core.presets import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS
 
 CUSTOM = "Custom: hub id, folder or .gguf"
 DEVICES = ("auto", "cpu", "cuda", "mps")
-DRAFTERS = ("model", "lookup", "hybrid")
-K_POLICIES = ("fixed", "heuristic", "cost")
-DRAFTER_HELP = {
-    "model": "the draft model q proposes each token",
-    "lookup": "copy what followed the last n tokens earlier in the text (no draft model)",
-    "hybrid": "lookup where the text repeats itself, the draft model otherwise",
-}
-K_POLICY_HELP = {
-    "fixed": "K drafts every round",
-    "heuristic": "start at K; +2 after a fully kept round, −1 otherwise (transformers)",
-    "cost": "each round, the K (0 included) with the most expected tokens per second",
-}
+# The app opens on the options table's presentation profile (sampled, longer runs).
+APP_DEFAULTS = options.profile(options.APP_PROFILE)
 
 RACE_HELP = ("Race: Run (F5) runs the speculative decoder, then the target alone, on the same "
              "prompt, seed and settings. The two runs go one after the other (side by side they "
@@ -67,7 +51,66 @@ RACE_HELP = ("Race: Run (F5) runs the speculative decoder, then the target alone
 SAMPLING_TITLE = "Sampling (same for p and q)"
 
 
-class WideComboBox(QComboBox):
+class _NoStrayWheel:
+    """A wheel turned over a control it does not have focus on scrolls the panel instead of
+    changing the value (a presenter scrolling the controls changed n-gram min unnoticed).
+    Click or Tab into the control first, then the wheel changes it."""
+
+    def _init_wheel(self) -> None:
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # type: ignore[attr-defined]
+
+    def wheelEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        if self.hasFocus():  # type: ignore[attr-defined]
+            super().wheelEvent(event)  # type: ignore[misc]
+        else:
+            event.ignore()  # the scroll area behind takes it
+
+
+class SpinBox(_NoStrayWheel, QSpinBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._init_wheel()
+
+
+class DoubleSpinBox(_NoStrayWheel, QDoubleSpinBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._init_wheel()
+
+
+class ComboBox(_NoStrayWheel, QComboBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._init_wheel()
+
+
+def spin_for(name: str, double: bool = False) -> QSpinBox | QDoubleSpinBox:
+    """A spin box with the options table's range (and its special text at the bottom)."""
+    opt = options.BY_NAME[name]
+    low, high = opt.spin_range()
+    spin: QSpinBox | QDoubleSpinBox
+    if double:
+        spin = DoubleSpinBox()
+        spin.setRange(float(low), float(high))
+    else:
+        spin = SpinBox()
+        spin.setRange(int(low), int(min(high, 2**31 - 1)))
+    if opt.special:
+        spin.setSpecialValueText(opt.special)
+    spin.setToolTip(opt.help[:1].upper() + opt.help[1:])
+    return spin
+
+
+def combo_for(name: str) -> QComboBox:
+    """A combo box of the registry's names, each explained in the tooltip."""
+    entries = registry.DRAFTERS if name == "drafter" else registry.K_POLICIES
+    combo = ComboBox()
+    combo.addItems(list(entries))
+    combo.setToolTip("<br>".join(f"<b>{e.name}</b>: {e.help}" for e in entries.values()))
+    return combo
+
+
+class WideComboBox(ComboBox):
     """A combo box that stays narrow but opens a list wide enough for whole names."""
 
     def showPopup(self) -> None:  # noqa: N802 - Qt override
@@ -99,18 +142,15 @@ FIELDS: tuple[Field, ...] = (
     Field("pair/draft", "draft_edit", "", str),
     Field("pair/target", "target_edit", "", str),
     Field("pair/device", "device", "auto", str),
-    Field("sampling/k", "k", 4, int, "k"),
-    Field("sampling/temperature", "temperature", 0.7, float, "temperature"),
-    Field("sampling/top_k", "top_k", 0, int, "top_k"),
-    Field("sampling/top_p", "top_p", 1.0, float, "top_p"),
-    Field("sampling/max_new_tokens", "max_new", 128, int, "max_new_tokens"),
-    Field("sampling/seed", "seed", 0, int, "seed", _seed),
-    Field("drafting/drafter", "drafter", DEFAULT_DRAFTER, str, "drafter"),
-    Field("drafting/ngram_min", "ngram_min", 1, int, "ngram_min"),
-    Field("drafting/ngram_max", "ngram_max", Settings.ngram_max, int, "ngram_max"),
-    Field("drafting/lookup_k", "lookup_k", DEFAULT_LOOKUP_K, int, "lookup_k"),
-    Field("drafting/k_policy", "k_policy", APP_K_POLICY, str, "k_policy"),
-    Field("drafting/lenience", "lenience", 1.0, float, "lenience"),
+    *(Field(f"{group}/{name}", widget, APP_DEFAULTS[name], options.BY_NAME[name].type, name,
+            _seed if name == "seed" else None)
+      for group, name, widget in (
+          ("sampling", "k", "k"), ("sampling", "temperature", "temperature"),
+          ("sampling", "top_k", "top_k"), ("sampling", "top_p", "top_p"),
+          ("sampling", "max_new_tokens", "max_new"), ("sampling", "seed", "seed"),
+          ("drafting", "drafter", "drafter"), ("drafting", "ngram_min", "ngram_min"),
+          ("drafting", "ngram_max", "ngram_max"), ("drafting", "lookup_k", "lookup_k"),
+          ("drafting", "k_policy", "k_policy"), ("drafting", "lenience", "lenience"))),
     Field("mode/baseline", "baseline", False, bool),
     # A run mode, not a Settings field: the engine never races; Run starts two engine runs of
     # the same Settings (gui/stage.py). Stored like Target alone, so a demo set up stays set up.
@@ -197,7 +237,7 @@ class ControlsPanel(QWidget):
         self.target_edit, target_row = self._model_row("target")
         form.addRow("Draft q", draft_row)
         form.addRow("Target p", target_row)
-        self.device = QComboBox()
+        self.device = ComboBox()
         self.device.addItems(DEVICES)
         form.addRow("Device", self.device)
         self.load_button = QPushButton("Load pair")
@@ -206,25 +246,15 @@ class ControlsPanel(QWidget):
 
         samp = self.sampling_box = QGroupBox(SAMPLING_TITLE)
         form = QFormLayout(samp)
-        self.k = QSpinBox()
-        self.k.setRange(1, 16)
-        self.k.setToolTip("Draft tokens per round")
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 2.0)
+        self.k = spin_for("k")
+        self.temperature = spin_for("temperature", double=True)
         self.temperature.setSingleStep(0.1)
         self.temperature.setDecimals(2)
-        self.temperature.setSpecialValueText("0 (greedy)")
-        self.top_k = QSpinBox()
-        self.top_k.setRange(0, 100000)
-        self.top_k.setSpecialValueText("off")
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.01, 1.0)
+        self.top_k = spin_for("top_k")
+        self.top_p = spin_for("top_p", double=True)
         self.top_p.setSingleStep(0.05)
-        self.max_new = QSpinBox()
-        self.max_new.setRange(1, 100000)
-        self.seed = QSpinBox()
-        self.seed.setRange(-1, 2**31 - 1)
-        self.seed.setSpecialValueText("random")
+        self.max_new = spin_for("max_new_tokens")
+        self.seed = spin_for("seed")
         form.addRow("K (drafts / round)", self.k)
         form.addRow("Temperature", self.temperature)
         form.addRow("top-k", self.top_k)
@@ -247,11 +277,7 @@ class ControlsPanel(QWidget):
         col.addWidget(samp)
         col.addWidget(self._drafting_box())
 
-        col.addWidget(QLabel("Prompt"))
-        self.prompt = QPlainTextEdit()
-        self.prompt.setPlaceholderText("Type a prompt (multi-line and Chinese welcome)")
-        self.prompt.setMinimumHeight(90)
-        col.addWidget(self.prompt, 1)
+        col.addStretch(1)
 
         # The form scrolls (vertically only) on short screens; the run buttons stay in view.
         self.scroll = QScrollArea()
@@ -278,8 +304,19 @@ class ControlsPanel(QWidget):
         # Ticked, Run races: the button says so (F5 and its tooltip do the same).
         self.race.toggled.connect(lambda on: self.run_button.setText("▶ Race" if on else "▶ Run"))
 
+        # The prompt comes first and never scrolls away: it is what Run (F5) runs.
+        self.prompt_label = QLabel("<b>Prompt</b> — what Run (F5) continues")
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Type a prompt here (multi-line and Chinese welcome)")
+        self.prompt.setMinimumHeight(72)
+        self.prompt.setMaximumHeight(180)
+        self.prompt.setTabChangesFocus(True)
+        self.prompt_label.setBuddy(self.prompt)
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 4)
+        layout.addWidget(self.prompt_label)
+        layout.addWidget(self.prompt)
         layout.addWidget(self.scroll, 1)
         layout.addLayout(buttons)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
@@ -291,13 +328,9 @@ class ControlsPanel(QWidget):
         """Who drafts, how K is chosen, and the (inexact) lenience knob."""
         box = QGroupBox("Drafting")
         form = QFormLayout(box)
-        self.drafter = QComboBox()
-        self.drafter.addItems(DRAFTERS)
-        self.drafter.setToolTip("<br>".join(f"<b>{k}</b>: {v}" for k, v in DRAFTER_HELP.items()))
-        self.ngram_min = QSpinBox()
-        self.ngram_min.setRange(1, 16)
-        self.ngram_max = QSpinBox()
-        self.ngram_max.setRange(1, 16)
+        self.drafter = combo_for("drafter")
+        self.ngram_min = spin_for("ngram_min")
+        self.ngram_max = spin_for("ngram_max")
         for spin in (self.ngram_min, self.ngram_max):
             spin.setToolTip("Lookup matches the last n tokens, n from max down to min")
         self.ngram_min.valueChanged.connect(
@@ -310,17 +343,12 @@ class ControlsPanel(QWidget):
         h.addWidget(self.ngram_min)
         h.addWidget(QLabel("to"))
         h.addWidget(self.ngram_max)
-        self.lookup_k = QSpinBox()
-        self.lookup_k.setRange(1, 16)
+        self.lookup_k = spin_for("lookup_k")
         self.lookup_k.setToolTip("Most tokens a prompt-lookup round copies after a match "
                                  "(the draft model drafts K); copies are nearly free to "
                                  "draft, so a long match may propose more than K")
-        self.k_policy = QComboBox()
-        self.k_policy.addItems(K_POLICIES)
-        self.k_policy.setToolTip("<br>".join(f"<b>{k}</b>: {v}"
-                                             for k, v in K_POLICY_HELP.items()))
-        self.lenience = QDoubleSpinBox()
-        self.lenience.setRange(0.05, 1.0)
+        self.k_policy = combo_for("k_policy")
+        self.lenience = spin_for("lenience", double=True)
         self.lenience.setSingleStep(0.05)
         self.lenience.setDecimals(2)
         self.lenience.setToolTip("r ~ U[0, B): below 1 drafts are kept more often and the "
@@ -504,5 +532,5 @@ class ControlsPanel(QWidget):
             note.hide()
 
 
-__all__ = ["CUSTOM", "DEVICES", "DRAFTERS", "FIELDS", "K_POLICIES", "RACE_HELP", "ControlsPanel",
-           "Field", "parse"]
+__all__ = ["APP_DEFAULTS", "CUSTOM", "DEVICES", "FIELDS", "RACE_HELP", "ComboBox",
+           "ControlsPanel", "DoubleSpinBox", "Field", "SpinBox", "parse"]

@@ -279,19 +279,11 @@ class DecodeWorker(QObject):
         try:
             if control.stopped or self.closing.is_set() or job.models is None:
                 return  # superseded before it began
-            pair = job.models
-            from specviz.core.engine import (
-                AutoregressiveDecoder,
-                SpeculativeDecoder,
-                chat_prompt,
-                guarded,
-            )
+            from specviz.core.run import Request, run
 
-            prompt = chat_prompt(pair.tokenizer, job.prompt) if job.chat and job.prompt \
-                else job.prompt
-            decoder: Any = (AutoregressiveDecoder(pair, job.settings) if job.baseline
-                            else SpeculativeDecoder(pair, job.settings))
-            events = guarded(decoder.run(prompt, control.stop_event))
+            request = Request(job.prompt, job.settings,
+                              "baseline" if job.baseline else "speculative", job.chat)
+            events = run(job.models, request, control.stop_event)
             self._pump(events, control)
         except BaseException as exc:  # noqa: BLE001 - report and stay alive
             if isinstance(exc, KeyboardInterrupt | SystemExit):

@@ -18,11 +18,12 @@ from transformers import LlamaForCausalLM
 from specviz.core import speed
 from specviz.core.cached_model import CachedModel
 from specviz.core.engine import SpeculativeDecoder
-from specviz.core.events import RunFailed, RunFinished, Settings
+from specviz.core.events import RunFailed, RunFinished
 from specviz.core.models import ModelPair, cache_keyword, cached_forward
 from specviz.core.parts import Factory
 from specviz.distill.data import sample_batch
 from tests.mutation import mutant
+from tests.plain import plain
 from tests.tiny import tiny_pair
 
 # The name the installed transformers' Llama takes (past_key_values before 5.24).
@@ -52,7 +53,7 @@ def as_cache_only(pair: ModelPair) -> ModelPair:
 
 
 def greedy_tokens(pair: ModelPair, factory: Factory | None = None) -> list[int]:
-    events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0.0, max_new_tokens=24,
+    events = list(SpeculativeDecoder(pair, plain(k=3, temperature=0.0, max_new_tokens=24,
                                                     seed=0), factory=factory).run("the cat"))
     assert not [e for e in events if isinstance(e, RunFailed)], events[-1]
     done = [e for e in events if isinstance(e, RunFinished)]

@@ -27,9 +27,10 @@ from specviz.core.cpu_linear import (
     use_fast_linears,
 )
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder
-from specviz.core.events import RunFinished, Settings
+from specviz.core.events import RunFinished
 from specviz.core.models import ModelPair
 from tests.mutation import mutant
+from tests.plain import plain
 from tests.tiny import byte_tokenizer, tiny_llama
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(),
@@ -224,7 +225,7 @@ def test_a_corrupt_memo_is_timed_again(tmp_path: Path, text: str) -> None:
 
 
 def _greedy(pair: ModelPair, prompt: str, speculative: bool) -> list[int]:
-    settings = Settings(k=3, temperature=0.0, max_new_tokens=24, seed=0)
+    settings = plain(k=3, temperature=0.0, max_new_tokens=24, seed=0)
     decoder = (SpeculativeDecoder(pair, settings) if speculative
                else AutoregressiveDecoder(pair, settings))
     finished = [e for e in decoder.run(prompt) if isinstance(e, RunFinished)]

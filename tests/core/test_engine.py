@@ -16,7 +16,7 @@ from specviz.core import registry
 from specviz.core.cached_model import CachedModel
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
 from specviz.core.errors import InputError
-from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted, Settings
+from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 from specviz.core.models import ModelPair
 from specviz.core.parts import Factory
 from specviz.core.plans import Outcome, Plan
@@ -24,11 +24,12 @@ from specviz.core.policy import CostModel, CostPolicy
 from specviz.core.registry import Entry
 from specviz.core.text import IncrementalDetokenizer
 from tests.mutation import mutant
+from tests.plain import plain
 from tests.tiny import tiny_llama, tiny_pair, word_tokenizer
 
 
 def run_all(pair: ModelPair, factory: Factory | None = None, **kw: object) -> list[object]:
-    return list(SpeculativeDecoder(pair, Settings(**kw),  # type: ignore[arg-type]
+    return list(SpeculativeDecoder(pair, plain(**kw),  # type: ignore[arg-type]
                                    factory=factory).run("the cat"))
 
 
@@ -82,7 +83,7 @@ def test_temperature_zero_equals_target_greedy(no_eos_pair: ModelPair, k: int) -
 
 
 def test_baseline_equals_target_greedy(no_eos_pair: ModelPair) -> None:
-    events = list(AutoregressiveDecoder(no_eos_pair, Settings(temperature=0, max_new_tokens=30))
+    events = list(AutoregressiveDecoder(no_eos_pair, plain(temperature=0, max_new_tokens=30))
                   .run("the cat"))
     assert list(finished(events).generated_ids) == target_greedy(no_eos_pair, 30)
     assert all(isinstance(e, Round) and e.k == 0 and e.extra.kind == "target"  # type: ignore[union-attr]
@@ -175,7 +176,7 @@ def test_max_new_tokens_is_exact(tiny_pair: ModelPair, limit: int) -> None:
 def test_stop_request_is_honoured_between_rounds(no_eos_pair: ModelPair) -> None:
     stop = threading.Event()
     seen: list[object] = []
-    for event in SpeculativeDecoder(no_eos_pair, Settings(k=3, max_new_tokens=200)).run(
+    for event in SpeculativeDecoder(no_eos_pair, plain(k=3, max_new_tokens=200)).run(
             "the cat", stop=stop):
         seen.append(event)
         if isinstance(event, Round):
@@ -235,18 +236,18 @@ def test_round_events_are_consistent(tiny_pair: ModelPair) -> None:
 def test_bad_settings_are_refused(tiny_pair: ModelPair, kw: dict[str, object],
                                   fragment: str) -> None:
     with pytest.raises(InputError, match=fragment):
-        SpeculativeDecoder(tiny_pair, Settings(**kw))  # type: ignore[arg-type]
+        SpeculativeDecoder(tiny_pair, plain(**kw))  # type: ignore[arg-type]
 
 
 def test_prompt_longer_than_context_is_refused() -> None:
     pair = tiny_pair(max_positions=16)
     with pytest.raises(InputError, match="context is 16"):
-        list(SpeculativeDecoder(pair, Settings()).run(" ".join(["cat"] * 20)))
+        list(SpeculativeDecoder(pair, plain()).run(" ".join(["cat"] * 20)))
 
 
 def test_context_limits_new_tokens() -> None:
     pair = tiny_pair(word_tokenizer(eos=False), max_positions=16)
-    done = finished(list(SpeculativeDecoder(pair, Settings(max_new_tokens=100)).run("the cat")))
+    done = finished(list(SpeculativeDecoder(pair, plain(max_new_tokens=100)).run("the cat")))
     assert len(done.generated_ids) == 16 - 2 and done.stop_reason == "context"
 
 
@@ -256,7 +257,7 @@ def test_empty_prompt_starts_from_bos(tiny_pair: ModelPair) -> None:
 
 
 def run_all_prompt(pair: ModelPair, prompt: str) -> list[object]:
-    return list(SpeculativeDecoder(pair, Settings(max_new_tokens=5)).run(prompt))
+    return list(SpeculativeDecoder(pair, plain(max_new_tokens=5)).run(prompt))
 
 
 def test_empty_prompt_without_bos_is_refused(tiny_pair: ModelPair) -> None:
@@ -266,7 +267,7 @@ def test_empty_prompt_without_bos_is_refused(tiny_pair: ModelPair) -> None:
 
 
 def test_guarded_turns_errors_into_a_final_event(tiny_pair: ModelPair) -> None:
-    events = list(guarded(SpeculativeDecoder(tiny_pair, Settings()).run(" ".join(["a"] * 500))))
+    events = list(guarded(SpeculativeDecoder(tiny_pair, plain()).run(" ".join(["a"] * 500))))
     assert len(events) == 1 and isinstance(events[0], RunFailed)
     assert events[0].kind == "input" and "context" in events[0].message
 
@@ -277,7 +278,7 @@ def test_padded_embeddings_use_the_shared_vocabulary() -> None:
     pair = ModelPair(target=tiny_llama(len(tok) + 9, seed=2),
                      draft=tiny_llama(len(tok) + 1, seed=1), tokenizer=tok)
     assert pair.vocab_size == len(tok) + 1
-    done = finished(list(SpeculativeDecoder(pair, Settings(max_new_tokens=50, seed=0))
+    done = finished(list(SpeculativeDecoder(pair, plain(max_new_tokens=50, seed=0))
                          .run("the cat")))
     assert len(done.generated_ids) == 50 and max(done.generated_ids) < pair.vocab_size
 
@@ -357,7 +358,7 @@ SYNTHETIC = cost_policy_with(SyntheticCosts)
 def test_every_drafter_and_policy_is_greedy_identical(greedy_pair: ModelPair, drafter: str,
                                                       policy: str) -> None:
     expected = greedy_reference(greedy_pair, REPETITIVE, 50)
-    events = list(SpeculativeDecoder(greedy_pair, Settings(
+    events = list(SpeculativeDecoder(greedy_pair, plain(
         k=4, temperature=0.0, max_new_tokens=50, drafter=drafter, k_policy=policy,
         ngram_min=1, ngram_max=3), factory=SYNTHETIC).run(REPETITIVE))
     assert list(finished(events).generated_ids) == expected
@@ -381,7 +382,7 @@ def test_a_broken_rollback_breaks_greedy_identity(greedy_pair: ModelPair) -> Non
                 super().crop(length)
 
     expected = greedy_reference(greedy_pair, REPETITIVE, 50)
-    events = list(guarded(SpeculativeDecoder(greedy_pair, Settings(
+    events = list(guarded(SpeculativeDecoder(greedy_pair, plain(
         k=4, temperature=0.0, max_new_tokens=50, drafter="lookup"),
         factory=Factory(model=NoTargetRollback)).run(REPETITIVE)))
     last = events[-1]
@@ -390,12 +391,12 @@ def test_a_broken_rollback_breaks_greedy_identity(greedy_pair: ModelPair) -> Non
 
 def test_lookup_needs_no_draft_model(greedy_pair: ModelPair) -> None:
     pair = ModelPair(target=greedy_pair.target, tokenizer=greedy_pair.tokenizer)
-    events = list(SpeculativeDecoder(pair, Settings(temperature=0.0, max_new_tokens=30,
+    events = list(SpeculativeDecoder(pair, plain(temperature=0.0, max_new_tokens=30,
                                                     drafter="lookup")).run(REPETITIVE))
     assert list(finished(events).generated_ids) == greedy_reference(pair, REPETITIVE, 30)
     assert isinstance(events[0], RunStarted) and events[0].pair.draft == "prompt lookup"
     with pytest.raises(InputError, match="needs a draft model"):
-        SpeculativeDecoder(pair, Settings(drafter="hybrid"))
+        SpeculativeDecoder(pair, plain(drafter="hybrid"))
 
 
 class DearDrafts(CostModel):
@@ -406,15 +407,15 @@ class DearDrafts(CostModel):
 def test_cost_policy_may_choose_plain_target_steps(greedy_pair: ModelPair) -> None:
     """With drafts made dear, the cost policy drops to K = 0 rounds: plain target steps."""
     entry = Entry("cost", "", lambda k: CostPolicy(k, costs=DearDrafts()))
-    events = list(SpeculativeDecoder(greedy_pair, Settings(
+    events = list(SpeculativeDecoder(greedy_pair, plain(
         temperature=0.0, max_new_tokens=30, k_policy="cost"),
         factory=Factory().with_policies(entry)).run("the cat"))
     rounds = [e for e in events if isinstance(e, Round)]
-    plain = [r for r in rounds if r.k == 0]
-    assert len(plain) >= len(rounds) - 3
+    steps = [r for r in rounds if r.k == 0]
+    assert len(steps) >= len(rounds) - 3
     assert all(r.extra is not None and r.extra.kind == "target" and r.drafted == ()
-               for r in plain)
-    assert all("→ K 0" in r.policy_reason or "plain" in r.policy_reason for r in plain)
+               for r in steps)
+    assert all("→ K 0" in r.policy_reason or "plain" in r.policy_reason for r in steps)
     assert list(finished(events).generated_ids) == target_greedy(greedy_pair, 30)
 
 
@@ -428,7 +429,7 @@ def test_caches_match_recompute_for_every_drafter(drafter: str) -> None:
         nonlocal worst
         worst = max(worst, recompute_error(lm, keep, cached))
 
-    events = list(SpeculativeDecoder(pair, Settings(k=4, temperature=1.0, max_new_tokens=80,
+    events = list(SpeculativeDecoder(pair, plain(k=4, temperature=1.0, max_new_tokens=80,
                                                     seed=3, drafter=drafter),
                                      factory=recomputing(check)).run(REPETITIVE))
     assert finished(events).summary.tokens == 80
@@ -462,7 +463,7 @@ def test_sliding_window_models_decode_past_the_window(record_past: bool,
     tok = word_tokenizer(eos=False)
     pair = ModelPair(target=tiny_mistral(len(tok), 2), draft=tiny_mistral(len(tok), 1),
                      tokenizer=tok)
-    events = list(guarded(SpeculativeDecoder(pair, Settings(k=4, temperature=0.0,
+    events = list(guarded(SpeculativeDecoder(pair, plain(k=4, temperature=0.0,
                                                             max_new_tokens=40)).run("the cat")))
     if not record_past:
         assert isinstance(events[-1], RunFailed) and "crop" in events[-1].message
@@ -472,7 +473,7 @@ def test_sliding_window_models_decode_past_the_window(record_past: bool,
     rounds = [e for e in events if isinstance(e, Round)]
     assert sum(r.n_accepted < r.k for r in rounds) >= 3  # rollbacks past the window
     # Memory stays bounded: each sliding layer keeps window − 1 states after a crop.
-    baseline = list(guarded(AutoregressiveDecoder(pair, Settings(temperature=0.0,
+    baseline = list(guarded(AutoregressiveDecoder(pair, plain(temperature=0.0,
                                                                  max_new_tokens=40))
                             .run("the cat")))
     assert finished(baseline).generated_ids == done.generated_ids
@@ -487,7 +488,7 @@ def test_detokenizer_tail_reaches_the_last_round() -> None:
     prompt = "推测解码"
 
     def run(n: int, factory: Factory | None = None) -> list[object]:
-        return list(SpeculativeDecoder(pair, Settings(k=3, temperature=1.0, max_new_tokens=n,
+        return list(SpeculativeDecoder(pair, plain(k=3, temperature=1.0, max_new_tokens=n,
                                                       seed=4), factory=factory).run(prompt))
 
     ids = list(finished(run(60)).generated_ids)
@@ -527,7 +528,7 @@ def test_detokenizer_tail_reaches_the_last_round() -> None:
 def test_new_bad_settings_are_refused_in_one_line(tiny_pair: ModelPair, kw: dict[str, object],
                                                   fragment: str) -> None:
     with pytest.raises(InputError, match=fragment) as info:
-        SpeculativeDecoder(tiny_pair, Settings(**kw))  # type: ignore[arg-type]
+        SpeculativeDecoder(tiny_pair, plain(**kw))  # type: ignore[arg-type]
     assert "\n" not in str(info.value)
 
 
@@ -550,7 +551,7 @@ def test_lenience_is_flagged_on_every_event(tiny_pair: ModelPair) -> None:
 def test_runs_accept_an_injected_rng(tiny_pair: ModelPair) -> None:
     from specviz.core.rng import TorchRandom
 
-    a = finished(list(SpeculativeDecoder(tiny_pair, Settings(max_new_tokens=20, seed=0))
+    a = finished(list(SpeculativeDecoder(tiny_pair, plain(max_new_tokens=20, seed=0))
                       .run("the cat", rng=TorchRandom(9))))
     b = finished(run_all(tiny_pair, max_new_tokens=20, seed=9))
     assert a.generated_ids == b.generated_ids
@@ -607,7 +608,7 @@ def check_calibration_outside_the_clock(decoder: type[SpeculativeDecoder]) -> No
     """The cost policy's calibration runs once, before the run's clock starts: the run's
     elapsed time and tokens/s do not pay for it, and round 1 starts the run's clock at ~0."""
     slow = SlowCalibration()
-    s = Settings(k=3, temperature=0.0, max_new_tokens=12, k_policy="cost")
+    s = plain(k=3, temperature=0.0, max_new_tokens=12, k_policy="cost")
     events = list(decoder(tiny_pair(), s, factory=Factory(clock=slow.clock,
                                                           calibrate=slow.calibrate))
                   .run("the cat"))
@@ -641,7 +642,7 @@ def test_the_clock_check_rejects_a_calibration_inside_the_clock() -> None:
 def test_fixed_and_heuristic_policies_time_nothing() -> None:
     for policy in ("fixed", "heuristic"):
         slow = SlowCalibration()
-        s = Settings(k=3, max_new_tokens=6, k_policy=policy)
+        s = plain(k=3, max_new_tokens=6, k_policy=policy)
         list(SpeculativeDecoder(tiny_pair(), s, factory=Factory(
             clock=slow.clock, calibrate=slow.calibrate)).run("the cat"))
         assert slow.called_at == [], policy
@@ -652,7 +653,7 @@ def check_draft_drawn_at_scaled_temperature(factory: Factory | None = None) -> N
     of the first round is the draft's softmax at that temperature, not at T."""
     pair = replace(tiny_pair(word_tokenizer(eos=False), sharpness=3.0),
                    draft_temperature_scale=0.5)
-    events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0.8, max_new_tokens=8,
+    events = list(SpeculativeDecoder(pair, plain(k=3, temperature=0.8, max_new_tokens=8,
                                                     seed=3), factory=factory).run("the cat"))
     started, first = events[0], events[1]
     assert isinstance(started, RunStarted) and isinstance(first, Round)

@@ -47,6 +47,7 @@ from specviz.core.policy import CostPolicy, FixedPolicy
 from specviz.core.registry import Entry
 from specviz.core.rng import TorchRandom
 from tests.mutation import mutant
+from tests.plain import plain
 from tests.tiny import tiny_llama, word_tokenizer
 
 Law = dict[tuple[int, ...], float]
@@ -379,7 +380,7 @@ class Case:
 def settings(k: int, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
              n: int | None = None, **kw: Any) -> Settings:
     """N = K + 1 new tokens unless ``n`` says otherwise."""
-    return Settings(k=k, temperature=temperature, top_k=top_k, top_p=top_p,
+    return plain(k=k, temperature=temperature, top_k=top_k, top_p=top_p,
                     max_new_tokens=n or k + 1, top_n=1, seed=0, **kw)
 
 

@@ -21,10 +21,11 @@ from specviz.core.events import (
     to_json,
 )
 from specviz.core.models import ModelPair
+from tests.plain import plain
 
 
 def test_json_round_trip_is_lossless(tiny_pair: ModelPair) -> None:
-    events = list(SpeculativeDecoder(tiny_pair, Settings(k=3, max_new_tokens=20, seed=1))
+    events = list(SpeculativeDecoder(tiny_pair, plain(k=3, max_new_tokens=20, seed=1))
                   .run("the cat"))
     lines = [to_json(e) for e in events]
     types = [json.loads(line)["type"] for line in lines]
@@ -35,7 +36,7 @@ def test_json_round_trip_is_lossless(tiny_pair: ModelPair) -> None:
 
 
 def test_new_fields_round_trip(tiny_pair: ModelPair) -> None:
-    events = list(SpeculativeDecoder(tiny_pair, Settings(
+    events = list(SpeculativeDecoder(tiny_pair, plain(
         k=3, max_new_tokens=30, seed=1, drafter="hybrid", k_policy="heuristic", lenience=0.8,
         ngram_min=2, ngram_max=4)).run("the cat sat on the mat the cat sat"))
     assert [from_json(to_json(e)) for e in events] == events

@@ -15,7 +15,7 @@ import torch
 from specviz.core import models
 from specviz.core.engine import SpeculativeDecoder
 from specviz.core.errors import ModelLoadError, TokenizerMismatchError
-from specviz.core.events import RunFinished, Settings
+from specviz.core.events import RunFinished
 from specviz.core.models import (
     LoadedModel,
     availability,
@@ -24,6 +24,7 @@ from specviz.core.models import (
     load_pair,
     preset_availability,
 )
+from tests.plain import plain
 from tests.tiny import byte_tokenizer, tiny_llama, word_tokenizer
 
 
@@ -366,7 +367,7 @@ def test_vocab_map_must_fit_both_models(tmp_path: Path) -> None:
 # --- device_map: accelerate's dispatch ----------------------------------------------------
 
 def greedy_ids(pair: models.ModelPair) -> list[int]:
-    events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0, max_new_tokens=16))
+    events = list(SpeculativeDecoder(pair, plain(k=3, temperature=0, max_new_tokens=16))
                   .run("the cat sat"))
     done = events[-1]
     assert isinstance(done, RunFinished), done

@@ -8,13 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from specviz.core.events import Round, RunFinished, RunStarted, Settings, from_json, to_json
+from specviz.core.events import Round, RunFinished, RunStarted, from_json, to_json
 from specviz.core.models import ModelPair
 from specviz.core.race import as_race, race_so_far, run_race, split_runs
 from tests.gui.scripted import baseline_events, speculative_events
 from tests.mutation import mutant
+from tests.plain import plain
 
-GREEDY = Settings(k=3, temperature=0.0, max_new_tokens=12, seed=3)
+GREEDY = plain(k=3, temperature=0.0, max_new_tokens=12, seed=3)
 
 
 def kinds(events: list) -> list[str]:

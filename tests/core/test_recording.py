@@ -20,8 +20,9 @@ import pytest
 
 from specviz.core import recording
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder
-from specviz.core.events import Event, RunFailed, RunFinished, Settings, from_json, to_json
+from specviz.core.events import Event, RunFailed, RunFinished, from_json, to_json
 from specviz.core.recording import RecordingError, RecordingReader, read_lines, read_recording
+from tests.plain import plain
 from tests.tiny import tiny_pair as make_tiny_pair
 
 Reader = Callable[[bytes], list[Event]]
@@ -31,7 +32,7 @@ Reader = Callable[[bytes], list[Event]]
 def lines() -> list[str]:
     """A speculative run and a baseline run, back to back (as `specviz-cli --json` twice)."""
     pair = make_tiny_pair(sharpness=8.0)
-    settings = Settings(k=3, max_new_tokens=6, seed=3, top_n=3)
+    settings = plain(k=3, max_new_tokens=6, seed=3, top_n=3)
     events = [*SpeculativeDecoder(pair, settings).run("the cat"),
               *AutoregressiveDecoder(pair, settings).run("the cat")]
     assert isinstance(events[-1], RunFinished)

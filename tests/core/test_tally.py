@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from specviz.core.engine import SpeculativeDecoder
-from specviz.core.events import Round, RunFinished, Settings, Summary
+from specviz.core.events import Round, RunFinished, Summary
 from specviz.core.models import ModelPair
 from specviz.core.tally import Tally, expected_speedup, expected_tokens_per_round
+from tests.plain import plain
 from tests.tiny import tiny_pair, word_tokenizer
 
 COUNTS = ("tokens", "rounds", "drafted", "accepted", "tested", "reached_by_position",
@@ -15,7 +16,7 @@ COUNTS = ("tokens", "rounds", "drafted", "accepted", "tested", "reached_by_posit
 
 
 def run(pair: ModelPair, seed: int, **kw: object) -> tuple[list[Round], RunFinished]:
-    events = list(SpeculativeDecoder(pair, Settings(max_new_tokens=40, seed=seed, **kw))  # type: ignore[arg-type]
+    events = list(SpeculativeDecoder(pair, plain(max_new_tokens=40, seed=seed, **kw))  # type: ignore[arg-type]
                   .run("the cat sat on the mat the cat"))
     last = events[-1]
     assert isinstance(last, RunFinished)

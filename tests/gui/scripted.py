@@ -9,16 +9,16 @@ from specviz.core.events import (
     Round,
     RunFinished,
     RunStarted,
-    Settings,
     Summary,
     TopN,
 )
+from tests.plain import plain
 
 VOCAB = [" the", " cat", " sat", " dog", " on", " a", "\n", "猫", " red", " big", " mat", " x",
          "</s>", " sun"]
 ID = {t: i for i, t in enumerate(VOCAB)}
 PROMPT = "Once upon"
-SETTINGS = Settings(k=3, temperature=1.0, max_new_tokens=64, seed=7, top_n=10)
+SETTINGS = plain(k=3, temperature=1.0, max_new_tokens=64, seed=7, top_n=10)
 
 
 def top(pairs: list[tuple[str, float]]) -> TopN:

@@ -68,3 +68,110 @@ def test_a_preset_wins_over_stale_stored_models(qtbot, settings_store: QSettings
     qtbot.addWidget(panel)
     panel.restore(settings_store)
     assert panel.draft_edit.text() == PRESETS[DEFAULT_PAIR][0]
+
+
+# -- the options table (specviz.core.options) is the controls' only source ------------------
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+def test_controls_defaults_and_ranges_are_the_options_tables(panel: ControlsPanel) -> None:
+    """Seen failing on: the app's own copies (n-gram spin boxes to 16 where the engine
+    refuses more than 8; T 0.7 and 128 tokens written in the FIELDS rows)."""
+    from specviz.core import options, registry
+    from specviz.gui.controls import APP_DEFAULTS
+
+    assert APP_DEFAULTS == options.profile(options.APP_PROFILE)
+    by_setting = {f.setting: f for f in FIELDS if f.setting is not None}
+    assert set(by_setting) == set(options.DEFAULTS) - {"top_n"}  # top-N: the events, not a knob
+    for name, field in by_setting.items():
+        assert field.default == APP_DEFAULTS[name], name
+        widget = panel.widget(field)
+        opt = options.BY_NAME[name]
+        if hasattr(widget, "maximum"):
+            low, high = opt.spin_range()
+            assert widget.minimum() == low and widget.maximum() == min(high, 2**31 - 1), name
+            if opt.high is not None:
+                assert widget.maximum() <= opt.high, name
+        else:
+            assert tuple(widget.itemText(i) for i in range(widget.count())) == opt.names()
+    assert panel.ngram_max.maximum() == options.NGRAM_LIMIT
+    assert tuple(panel.drafter.itemText(i) for i in range(panel.drafter.count())) == \
+        registry.drafter_names()
+    options.validate(panel.settings())  # what the app opens on is a valid run
+
+
+def _wheel_over(qtbot, widget, steps: int = 3) -> None:
+    from PySide6.QtCore import QPoint, QPointF, Qt
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    centre = QPointF(widget.rect().center())
+    for _ in range(steps):
+        event = QWheelEvent(centre, QPointF(widget.mapToGlobal(centre.toPoint())), QPoint(0, 0),
+                            QPoint(0, -120), Qt.MouseButton.NoButton,
+                            Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+        QApplication.sendEvent(widget, event)
+
+
+@pytest.mark.parametrize("name", ["ngram_min", "k", "temperature", "k_policy"])
+def test_the_wheel_over_an_unfocused_control_leaves_its_value(qtbot, panel: ControlsPanel,
+                                                              name: str) -> None:
+    """Rehearsal: scrolling the panel changed n-gram min from 10 to 5 unnoticed. Seen failing
+    on plain QSpinBox / QComboBox widgets (the wheel changed the value without focus)."""
+    from PySide6.QtWidgets import QComboBox
+
+    panel.resize(380, 700)
+    panel.show()
+    qtbot.waitExposed(panel)
+    widget = getattr(panel, name)
+    if name == "ngram_min":
+        panel.ngram_max.setValue(8)
+        widget.setValue(5)
+    elif name == "k_policy":
+        widget.setCurrentIndex(1)
+    else:
+        widget.setValue(widget.minimum() + (widget.maximum() - widget.minimum()) / 2)
+
+    def value():
+        return widget.currentIndex() if isinstance(widget, QComboBox) else widget.value()
+
+    before = value()
+    panel.prompt.setFocus()
+    _wheel_over(qtbot, widget)
+    assert value() == before
+    # Focused (clicked or tabbed into), the wheel changes it as usual.
+    widget.setFocus()
+    qtbot.waitUntil(widget.hasFocus)
+    _wheel_over(qtbot, widget)
+    assert value() != before
+
+
+def test_a_stock_spin_box_would_fail_the_wheel_test(qtbot) -> None:
+    """The broken variant the test above rejects: QSpinBox's own wheel handling."""
+    from PySide6.QtWidgets import QSpinBox
+
+    spin = QSpinBox()
+    qtbot.addWidget(spin)
+    spin.setRange(1, 8)
+    spin.setValue(5)
+    spin.show()
+    qtbot.waitExposed(spin)
+    spin.clearFocus()
+    _wheel_over(qtbot, spin)
+    assert spin.value() != 5
+
+
+def test_the_prompt_is_first_and_never_scrolls_away(qtbot, panel: ControlsPanel) -> None:
+    """Rehearsal: the Prompt sat below Drafting, out of view at 1366×768 without scrolling,
+    so F5 ran a prompt nobody saw. Seen failing on the old layout (prompt inside the scroll
+    area, last)."""
+    panel.resize(360, 520)  # a short dock: the form must scroll
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert not panel.scroll.isAncestorOf(panel.prompt)
+    top = panel.prompt.mapTo(panel, panel.prompt.rect().topLeft()).y()
+    assert top < panel.scroll.mapTo(panel, panel.scroll.rect().topLeft()).y()
+    assert panel.prompt.isVisible() and panel.prompt.height() >= 60
+    panel.scroll.verticalScrollBar().setValue(panel.scroll.verticalScrollBar().maximum())
+    assert panel.prompt.visibleRegion().boundingRect().height() == panel.prompt.height()

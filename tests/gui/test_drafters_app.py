@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtGui import QTextCharFormat
 
 from specviz.core.events import Round, RunFinished, RunStarted, Settings
-from specviz.core.presets import APP_K_POLICY, DEFAULT_DRAFTER, DEFAULT_LOOKUP_K
+from specviz.core.options import APP_PROFILE, profile
 from specviz.gui import record as record_module
 from specviz.gui import stream as stream_module
 from specviz.gui.app import CUSTOM, MainWindow
@@ -23,6 +23,9 @@ from specviz.gui.run_view import RunView
 from specviz.gui.stats import AcceptanceView
 from specviz.gui.stream import TokenStreamView
 from tests.gui.scripted import speculative_events
+
+APP = profile(APP_PROFILE)
+DEFAULT_DRAFTER, APP_K_POLICY, DEFAULT_LOOKUP_K = APP["drafter"], APP["k_policy"], APP["lookup_k"]
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

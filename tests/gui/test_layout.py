@@ -32,13 +32,13 @@ from specviz.core.events import (
     RunFailed,
     RunFinished,
     RunStarted,
-    Settings,
     Summary,
     TopN,
 )
 from specviz.gui.app import MainWindow
 from specviz.gui.geometry import first_geometry
 from tests.gui.layout_check import window_problems
+from tests.plain import plain
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
                                        "This plugin does not support raise")
@@ -67,7 +67,7 @@ def _draft(i: int, tok: int, status: str) -> DraftPosition:
 
 def k_events(k: int, rounds: int = 6) -> list:
     """RunStarted, rounds alternating all-accepted (bonus) and a rejection, RunFinished."""
-    settings = Settings(k=k, temperature=1.0, max_new_tokens=400, seed=3)
+    settings = plain(k=k, temperature=1.0, max_new_tokens=400, seed=3)
     started = RunStarted(mode="speculative", prompt="Explain speculative decoding " * 3,
                          prompt_ids=(1, 2), settings=settings,
                          pair=PairInfo(draft="a-rather-long-draft-model-name",

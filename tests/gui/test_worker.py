@@ -9,10 +9,11 @@ import torch
 from PySide6.QtCore import Qt
 
 from specviz.core.errors import ModelLoadError
-from specviz.core.events import Round, RunFailed, RunFinished, RunStarted, Settings
+from specviz.core.events import Round, RunFailed, RunFinished, RunStarted
 from specviz.gui import worker as worker_mod
 from specviz.gui.worker import PairSpec, RunControl
 from tests.mutation import mutant
+from tests.plain import plain
 
 SPEC = PairSpec("tiny-draft", "tiny-target", "cpu")
 
@@ -21,7 +22,7 @@ def test_events_arrive_in_order(qtbot, tiny_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: tiny_pair)
     w = controller
     with qtbot.waitSignals([w.loaded, w.started, w.finished], order="strict", timeout=20000):
-        controller.start(SPEC, Settings(k=3, max_new_tokens=12, seed=1), "the cat")
+        controller.start(SPEC, plain(k=3, max_new_tokens=12, seed=1), "the cat")
     assert isinstance(got.events[0], RunStarted)
     assert isinstance(got.events[-1], RunFinished)
     rounds = got.of_type(Round)
@@ -42,7 +43,7 @@ def test_stop_takes_effect_within_one_round(qtbot, endless_pair, make_controller
 
     controller.worker.yielded.connect(stop_at_third, Qt.ConnectionType.DirectConnection)
     with qtbot.waitSignal(controller.finished, timeout=20000):
-        job_holder.append(controller.start(SPEC, Settings(k=2, max_new_tokens=500), "the"))
+        job_holder.append(controller.start(SPEC, plain(k=2, max_new_tokens=500), "the"))
     assert len(got.of_type(Round)) == 3
     finished = got.of_type(RunFinished)
     assert len(finished) == 1 and finished[0].stop_reason == "stopped"
@@ -50,7 +51,7 @@ def test_stop_takes_effect_within_one_round(qtbot, endless_pair, make_controller
 
 def test_pause_then_step_runs_exactly_one_round(qtbot, endless_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: endless_pair)
-    job = controller.start(SPEC, Settings(k=2, max_new_tokens=50), "the", paused=True)
+    job = controller.start(SPEC, plain(k=2, max_new_tokens=50), "the", paused=True)
     qtbot.waitUntil(lambda: job.control.holding, timeout=20000)  # blocked before round 1
     qtbot.wait(50)  # let any (wrongly) emitted round arrive
     assert [type(e) for e in got.events] == [RunStarted]
@@ -68,7 +69,7 @@ def test_pause_then_step_runs_exactly_one_round(qtbot, endless_pair, make_contro
 
 def test_stop_while_paused_finishes_the_run(qtbot, endless_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: endless_pair)
-    controller.start(SPEC, Settings(k=2, max_new_tokens=50), "the", paused=True, steps=1)
+    controller.start(SPEC, plain(k=2, max_new_tokens=50), "the", paused=True, steps=1)
     qtbot.waitUntil(lambda: len(got.of_type(Round)) == 1, timeout=20000)
     with qtbot.waitSignal(controller.finished, timeout=5000):
         controller.stop()
@@ -78,7 +79,7 @@ def test_stop_while_paused_finishes_the_run(qtbot, endless_pair, make_controller
 
 def test_step_while_running_pauses(qtbot, endless_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: endless_pair)
-    job = controller.start(SPEC, Settings(k=1, max_new_tokens=2000), "the")
+    job = controller.start(SPEC, plain(k=1, max_new_tokens=2000), "the")
     qtbot.waitUntil(lambda: len(got.of_type(Round)) >= 2, timeout=20000)
     controller.step()
     assert controller.state == "paused"
@@ -101,7 +102,7 @@ def test_new_run_reuses_the_pair_and_reloads_when_it_changes(qtbot, tiny_pair,
         return tiny_pair
 
     controller, got = make_controller(loader)
-    settings = Settings(k=2, max_new_tokens=4)
+    settings = plain(k=2, max_new_tokens=4)
     for spec in (SPEC, SPEC, PairSpec("tiny-draft", "tiny-target", "auto")):
         with qtbot.waitSignal(controller.finished, timeout=20000):
             controller.start(spec, settings, "the")
@@ -122,7 +123,7 @@ def test_load_failure_is_shown_again_not_retried_until_load(qtbot, tiny_pair,
 
     controller, got = make_controller(loader)
     with qtbot.waitSignal(controller.failed, timeout=20000) as blocker:
-        controller.start(SPEC, Settings(max_new_tokens=4), "the")
+        controller.start(SPEC, plain(max_new_tokens=4), "the")
     failure = blocker.args[0]
     assert isinstance(failure, RunFailed) and failure.kind == "load"
     assert "nope/nope" in failure.message
@@ -130,7 +131,7 @@ def test_load_failure_is_shown_again_not_retried_until_load(qtbot, tiny_pair,
     # Run again with the same pair: the failure is shown again at once, the loader not called.
     with qtbot.waitSignals([controller.failed, controller.finished], order="strict",
                            timeout=5000):
-        controller.start(SPEC, Settings(max_new_tokens=4), "the")
+        controller.start(SPEC, plain(max_new_tokens=4), "the")
     again = got.failures[-1]
     assert "nope/nope" in again.message and "Load pair" in again.message
     assert len(calls) == 1 and controller.state == "idle"
@@ -139,7 +140,7 @@ def test_load_failure_is_shown_again_not_retried_until_load(qtbot, tiny_pair,
         controller.load(SPEC)  # an explicit load always tries again
     assert len(calls) == 2
     with qtbot.waitSignal(controller.finished, timeout=20000):
-        controller.start(SPEC, Settings(max_new_tokens=4), "the")
+        controller.start(SPEC, plain(max_new_tokens=4), "the")
     assert len(got.of_type(RunFinished)) == 1 and len(calls) == 2
 
 
@@ -159,25 +160,25 @@ def test_exception_inside_the_decoder_is_reported(qtbot, tiny_pair, make_control
 
     monkeypatch.setattr(tiny_pair.target, "forward", flaky_forward)
     with qtbot.waitSignal(controller.finished, timeout=20000):
-        controller.start(SPEC, Settings(k=2, max_new_tokens=40, seed=3), "the")
+        controller.start(SPEC, plain(k=2, max_new_tokens=40, seed=3), "the")
     assert len(got.of_type(Round)) == 2 and not got.of_type(RunFinished)
     assert len(got.failures) == 1 and got.failures[0].kind == kind
     monkeypatch.setattr(tiny_pair.target, "forward", real_forward)
     with qtbot.waitSignal(controller.finished, timeout=20000):
-        controller.start(SPEC, Settings(k=2, max_new_tokens=5), "the")
+        controller.start(SPEC, plain(k=2, max_new_tokens=5), "the")
     assert len(got.of_type(RunFinished)) == 1 and len(got.failures) == 1
 
 
 def test_bad_settings_fail_cleanly(qtbot, tiny_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: tiny_pair)
     with qtbot.waitSignal(controller.failed, timeout=20000) as blocker:
-        controller.start(SPEC, Settings(k=0), "the")
+        controller.start(SPEC, plain(k=0), "the")
     assert blocker.args[0].kind == "input" and "K must be" in blocker.args[0].message
 
 
 def test_shutdown_mid_run_ends_the_thread(qtbot, endless_pair, make_controller) -> None:
     controller, got = make_controller(lambda *a, **k: endless_pair)
-    controller.start(SPEC, Settings(k=2, max_new_tokens=5000), "the")
+    controller.start(SPEC, plain(k=2, max_new_tokens=5000), "the")
     qtbot.waitUntil(lambda: len(got.of_type(Round)) >= 1, timeout=20000)
     controller.shutdown()
     assert controller.decoder_thread.isFinished()
@@ -265,7 +266,7 @@ def test_each_job_runs_on_a_thread_that_ends_with_it(qtbot, tiny_pair, make_cont
                                       Qt.ConnectionType.DirectConnection)
     for seed in (1, 2):
         with qtbot.waitSignal(controller.finished, timeout=20000):
-            controller.start(SPEC, Settings(k=2, max_new_tokens=6, seed=seed), "the cat")
+            controller.start(SPEC, plain(k=2, max_new_tokens=6, seed=seed), "the cat")
     assert len(got.of_type(RunFinished)) == 2 and not got.failures
     threads = set(ran_on)
     assert (len(threads) == 2 and not any(t.is_alive() for t in threads)) == (not broken)
