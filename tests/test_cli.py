@@ -322,13 +322,13 @@ def test_race_warms_both_up_untimed_first(tiny_models: tuple[Path, Path],
                                           capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = sys.modules["specviz.cli"].run_race
+    real = sys.modules["specviz.core.race"].run_race
 
     def spy(pair: Any, settings: Any, *a: Any, **kw: Any) -> Iterator[Any]:
         calls.append(settings.max_new_tokens)
         return real(pair, settings, *a, **kw)
 
-    monkeypatch.setattr("specviz.cli.run_race", spy)
+    monkeypatch.setattr("specviz.core.race.run_race", spy)  # core/run.py's race
     assert main(["--json", *race_args(tiny_models)]) == 0
     assert calls == [2, 12]
     assert race_of(capsys.readouterr().out) is not None  # the warm-up's events are not out
@@ -387,7 +387,7 @@ def test_race_summary_divides_per_token_times_and_names_a_difference(
 
 def test_race_with_baseline_is_refused_in_one_line(tiny_models: tuple[Path, Path],
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--json", *race_args(tiny_models), "--baseline"]) == 1
+    assert main(["--json", *race_args(tiny_models), "--baseline"]) == 2  # bad input: 2
     captured = capsys.readouterr()
     [event] = [json.loads(line) for line in captured.out.splitlines()]
     assert event["type"] == "error" and event["kind"] == "input"
@@ -441,7 +441,7 @@ RACE_MUTANTS = {
           "if False:")]),
     "no warm-up": (
         test_race_warms_both_up_untimed_first, CLI, "_Cli",
-        [("            _warm_up(pair, settings, prompt)\n", "")]),
+        [("            _warm_up(pair, request)\n", "            pass\n")]),
     "--race beside --baseline let through": (
         test_race_with_baseline_is_refused_in_one_line, CLI, "_Cli",
         [("if args.race and args.baseline:", "if False:")]),
