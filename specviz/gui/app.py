@@ -288,8 +288,8 @@ class MainWindow(QMainWindow):
         request = Request(self.prompt.toPlainText(), settings,
                           "baseline" if self.baseline.isChecked() else "speculative",
                           self.chat.isChecked())
-        if not needs_draft_model(request):  # lookup drafts from the text: no draft to load
-            spec = dataclasses.replace(spec, draft=None)
+        if request.speculative and not needs_draft_model(request):
+            spec = dataclasses.replace(spec, draft=None)  # lookup: no draft model to load
         try:  # the checks every run passes (core/run.py), before anything loads
             check(request, has_draft=spec.draft is not None or not request.speculative,
                   allow_empty=False)
