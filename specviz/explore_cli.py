@@ -28,7 +28,6 @@ from typing import Any, NoReturn
 from .core.errors import InputError, SpecvizError, one_line
 from .core.events import Settings
 from .core.models import BUNDLED_TARGET, DEFAULT_PROMPT, PRESETS
-from .core.presets import DEFAULT_DRAFTER, DEFAULT_K_POLICY, DEFAULT_LOOKUP_K
 
 PROG = "specviz-explore"
 ALIASES = {"policy": "k_policy", "t": "temperature", "temp": "temperature",
@@ -44,9 +43,8 @@ class _Parser(argparse.ArgumentParser):
 
 def base_settings(args: argparse.Namespace) -> Settings:
     """The CLI's defaults, with the shared options given."""
-    return Settings(k=4, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                    seed=args.seed, drafter=DEFAULT_DRAFTER, k_policy=DEFAULT_K_POLICY,
-                    lookup_k=DEFAULT_LOOKUP_K)
+    return Settings(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                    seed=args.seed)  # every other option at its default (core/options.py)
 
 
 def parse_config(text: str, base: Settings, allow_fixed: bool = False) -> Settings:

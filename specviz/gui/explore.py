@@ -51,12 +51,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings  # noqa: E402
 from specviz.core.lineup import LaneSpec, Lineup, as_lineup  # noqa: E402
-from specviz.core.presets import (  # noqa: E402
-    DEFAULT_DRAFTER,
-    DEFAULT_K_POLICY,
-    DEFAULT_LOOKUP_K,
-    DEFAULT_PROMPT,
-)
+from specviz.core.presets import DEFAULT_PROMPT  # noqa: E402
 from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
 
 BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
@@ -168,8 +163,7 @@ class ExploreWorker(QObject):
 
 
 def _base() -> Settings:
-    return Settings(k=4, temperature=0.0, max_new_tokens=64, seed=0, drafter=DEFAULT_DRAFTER,
-                    k_policy=DEFAULT_K_POLICY, lookup_k=DEFAULT_LOOKUP_K)
+    return Settings()  # the options table's defaults (core/options.py)
 
 
 class SweepPanel(QWidget):

@@ -25,7 +25,7 @@ from specviz.core.sweep import (
 from tests.gui.scripted import speculative_events
 from tests.mutation import mutant
 
-BASE = Settings(temperature=0.0, max_new_tokens=8)
+BASE = Settings(temperature=0.0, max_new_tokens=8, drafter="model")  # K sweeps draft with q
 
 
 def run(tokens: int, wall: float, tested: int = 0, accepted: int = 0, draft_s: float = 0.0,
