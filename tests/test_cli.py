@@ -3,6 +3,7 @@ failures, Ctrl+C and --device-map (no network)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -465,3 +466,64 @@ def test_each_race_test_rejects_its_broken_variant(name: str, tiny_models: tuple
             test(tiny_models, capsys, monkeypatch)
         else:
             test(tiny_models, capsys)
+
+
+# -- refusals before anything loads, and prompts from files (issue 26, item 19) -------------
+
+def _main_out(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's refusals leave through SystemExit
+        rc = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_argument_errors_are_an_error_event_under_json_and_exit_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen failing on the old _Parser.error (self.exit(2, ...)): no event on stdout, so a
+    program reading --json saw nothing at all."""
+    rc, out, err = _main_out(["--json", "--dtype", "nonsense"], capsys)
+    assert rc == 2
+    [event] = [json.loads(line) for line in out.splitlines()]
+    assert event["type"] == "error" and event["kind"] == "input"
+    assert "invalid choice: 'nonsense'" in event["message"]
+    [line] = err.splitlines()
+    assert line.startswith("specviz-cli: error: argument --dtype")
+    rc, out, err = _main_out(["--k", "0"], capsys)  # a range error: the same exit code
+    assert rc == 2 and out == "" and "K must be between 1 and 16, got 0." in err
+
+
+def test_the_old_parser_would_send_no_event(capsys: pytest.CaptureFixture[str]) -> None:
+    from specviz import cli as cli_module
+    from tests.mutation import mutant
+
+    old = mutant(cli_module._Parser, ('        _refuse(f"{message} (see --help)", '
+                                      'json_out=self.json_out)',
+                                      '        self.exit(2, f"{self.prog}: error: {message} '
+                                      '(see --help)\\n")'))
+    parser = old(prog="specviz-cli")
+    parser.json_out = True
+    parser.add_argument("--dtype", choices=["auto"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--dtype", "nonsense"])
+    assert capsys.readouterr().out == ""  # what the test above rejects
+
+
+def test_prompt_from_a_file_or_standard_input(tiny_models: tuple[Path, Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prompt past the 128 KiB argument limit could not be given at all; now a file or '-'.
+    A byte-order mark is dropped; the text reaches the run as written."""
+    draft, target = map(str, tiny_models)
+    text = "the cat sat on the mat " * 10
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    args = ["--json", "--no-chat", "--draft", draft, "--target", target, "--max-new-tokens",
+            "2", "--drafter", "model"]
+    assert main([*args, "--prompt-file", str(path)]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main([*args, "--prompt", "-"]) == 0
+    second = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert first["prompt_ids"] == second["prompt_ids"] and len(first["prompt_ids"]) >= 60

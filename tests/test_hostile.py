@@ -212,6 +212,20 @@ def cli_empty_folder(tmp: Path, mp: pytest.MonkeyPatch) -> Told:
     return _cli("--json", "--target", str(tmp / "empty"), "--draft", str(tmp / "empty"))
 
 
+# -- 19: the CLI's own checks, before any model loads (the target named does not exist: a
+# refusal that came after loading would name it instead) -----------------------------------
+
+
+def _cli_refusal(*argv: str) -> Callable[[Path, pytest.MonkeyPatch], Told]:
+    def run(tmp: Path, mp: pytest.MonkeyPatch) -> Told:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        args = [a.replace("TMP", str(tmp)) for a in argv]
+        if "TMP/bad.txt" in argv:
+            (tmp / "bad.txt").write_bytes(b"caf\xe9 au lait")
+        return _cli("--target", str(tmp / "no-such-model"), *args)
+    return run
+
+
 # -- 21: the cache folder is not a folder ---------------------------------------------------
 
 
@@ -265,6 +279,20 @@ CASES = [
     Case(20, "an empty .gguf", empty_gguf, "is not a GGUF file", "tests/test_hostile.py"),
     Case(20, "specviz-cli on an empty folder", cli_empty_folder, "No model files in",
          "tests/test_hostile.py"),
+    Case(19, "--dtype nonsense under --json", _cli_refusal("--json", "--dtype", "nonsense"),
+         "argument --dtype: invalid choice: 'nonsense'", "tests/test_cli.py"),
+    Case(19, "K out of range", _cli_refusal("--k", "99"), "K must be between 1 and 16",
+         "tests/core/test_options.py"),
+    Case(19, "a seed torch cannot take", _cli_refusal("--seed", "99999999999999999999999"),
+         "seed must be between 0 and", "tests/core/test_options.py"),
+    Case(19, "a whitespace-only prompt", _cli_refusal("--prompt", "  \t "),
+         "The prompt is only whitespace", "tests/core/test_run.py"),
+    Case(19, "a prompt with an undecodable byte", _cli_refusal("--prompt", "caf\udce9"),
+         "The prompt is not valid UTF-8 text", "tests/core/test_run.py"),
+    Case(19, "a prompt file that is not there", _cli_refusal("--prompt-file", "TMP/none.txt"),
+         "Cannot read the prompt from", "tests/test_cli.py"),
+    Case(19, "a prompt file in Latin-1", _cli_refusal("--prompt-file", "TMP/bad.txt"),
+         "is not UTF-8 text (byte 3)", "tests/test_cli.py"),
     Case(21, "SPECVIZ_CACHE names a file", cache_is_a_file, "loaded m",
          "tests/core/test_cache_dir.py"),
     Case(23, "Qt's xcb plugin lacks libxcb-cursor", qt_without_xcb_cursor,

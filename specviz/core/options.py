@@ -130,7 +130,7 @@ OPTIONS: tuple[Option, ...] = (
            "top-p", 0.0, 1.0, low_open=True, ui_low=0.01),
     Option("max_new_tokens", int, 64, "tokens to generate at most", "max new tokens", 1, None,
            ui_high=UI_MAX_NEW_TOKENS),
-    Option("seed", int, 0, "random seed (the app's -1 draws one)", "Seed", 0, SEED_LIMIT,
+    Option("seed", int, 0, "random seed (the app's -1 draws one)", "seed", 0, SEED_LIMIT,
            ui_low=-1, ui_high=2**31 - 1, special="random"),
     Option("top_n", int, 10, "candidates per distribution the events carry", "top-N", 1,
            TOP_N_LIMIT),
