@@ -92,6 +92,7 @@ class SweepJob:
     points: tuple[Point, ...]
     prompts: tuple[str, ...]
     repeats: int
+    done: frozenset[tuple[int, int, int]] = frozenset()  # (point, prompt, repeat) kept
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,8 @@ class ExploreWorker(QObject):
             return
         try:
             prompts = [chat_prompt(self.pair.tokenizer, p) for p in job.prompts]
-            for sample in run_sweep(self.pair, job.points, prompts, job.repeats, self.stop):
+            for sample in run_sweep(self.pair, job.points, prompts, job.repeats, self.stop,
+                                    done=job.done):
                 self.sampled.emit(sample)
         except Exception as exc:  # noqa: BLE001
             self.failed.emit(str(exc))
@@ -184,6 +186,11 @@ class SweepPanel(QWidget):
         self.cancel_button.setEnabled(False)
         self.export_button = QPushButton("Save PNG…")
         self.export_button.setEnabled(False)
+        self.save_button = QPushButton("Save JSON…")
+        self.save_button.setEnabled(False)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setEnabled(False)
+        self.resume_button.setToolTip("Run only what a cancelled sweep has not (same fields)")
         self.progress = QProgressBar()
         self.status = QLabel("Sweeps K with the draft model at T = 0 beside the target alone.")
         self.status.setWordWrap(True)
@@ -198,7 +205,9 @@ class SweepPanel(QWidget):
         row.addStretch(1)
         row.addWidget(self.run_button)
         row.addWidget(self.cancel_button)
+        row.addWidget(self.resume_button)
         row.addWidget(self.export_button)
+        row.addWidget(self.save_button)
         form.addRow(row)
 
         self.plot = pg.PlotWidget(background="w")
@@ -255,6 +264,10 @@ class SweepPanel(QWidget):
         self.result: SweepResult | None = None
         self.run_button.clicked.connect(self._on_run_clicked)
         self.export_button.clicked.connect(self._on_export_clicked)
+        self.save_button.clicked.connect(self._on_save_clicked)
+        self.resume_button.clicked.connect(self._on_resume_clicked)
+        self.last_job: SweepJob | None = None
+        self.resumed_from = 0
 
     def job(self) -> SweepJob | None:
         """The sweep the fields ask for, or None (the reason in the status line)."""
@@ -279,11 +292,26 @@ class SweepPanel(QWidget):
         job = self.job()
         if job is None:
             return
-        self.points, self.samples = list(job.points), []
+        self.start(job, [])
+
+    def _on_resume_clicked(self) -> None:
+        job = self.last_job
+        if job is None or self.job() != job:  # the fields changed: a new sweep, not this one
+            self.status.setText("The fields changed since the cancelled sweep: Run starts anew.")
+            self.resume_button.setEnabled(False)
+            return
+        kept = list(self.samples)
+        self.start(replace(job, done=frozenset(s.key for s in kept)), kept)
+
+    def start(self, job: SweepJob, kept: list[Sample]) -> None:
+        self.last_job = replace(job, done=frozenset())
+        self.resume_button.setEnabled(False)
+        self.points, self.samples = list(job.points), kept
+        self.resumed_from = len(kept)
         self.n_prompts, self.repeat_count = len(job.prompts), job.repeats
         self.total = len(schedule(len(job.points), len(job.prompts), job.repeats))
         self.progress.setRange(0, self.total)
-        self.progress.setValue(0)
+        self.progress.setValue(len(kept))
         self.t0 = time.monotonic()
         self.status.setText(f"Running {self.total} runs (the first loads the models)…")
         self.running(True)
@@ -298,7 +326,7 @@ class SweepPanel(QWidget):
         self.samples.append(sample)
         done = len(self.samples)
         self.progress.setValue(done)
-        left = (time.monotonic() - self.t0) / done * (self.total - done)
+        left = (time.monotonic() - self.t0) / (done - self.resumed_from) * (self.total - done)
         name = "target alone" if sample.point == BASELINE else self.points[sample.point].label
         self.status.setText(f"{done}/{self.total}: {name}, prompt {sample.prompt + 1} — about "
                             f"{left:.0f} s left")
@@ -308,6 +336,7 @@ class SweepPanel(QWidget):
     def show_result(self, result: SweepResult) -> None:
         self.result = result
         self.export_button.setEnabled(result.samples > 0)
+        self.save_button.setEnabled(result.samples > 0)
         rows = result.rows
         ks = [r.k for r in rows]
         meas = [(k, r.speedup) for k, r in zip(ks, rows, strict=True) if r.speedup > 0]
@@ -338,7 +367,9 @@ class SweepPanel(QWidget):
         self.running(False)
         done = len(self.samples)
         self.status.setText(f"Cancelled after {done}/{self.total} runs: the figures are of "
-                            "those." if cancelled else f"Done: {done} runs.")
+                            "those (Resume runs the rest)." if cancelled else
+                            f"Done: {done} runs.")
+        self.resume_button.setEnabled(cancelled and done < self.total)
 
     def _on_export_clicked(self) -> None:
         if self.result is None:
@@ -347,6 +378,22 @@ class SweepPanel(QWidget):
                                               "PNG (*.png)")
         if path:
             self.export_png(path)
+
+    def _on_save_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the sweep", "sweep.json",
+                                              "JSON (*.json)")
+        if path:
+            self.save_json(path)
+
+    def save_json(self, path: str) -> None:
+        """Rows and every run (``specviz-explore sweep --resume`` takes it)."""
+        from specviz.core.sweep import to_json
+
+        assert self.result is not None
+        try:
+            Path(path).write_text(to_json(self.result), encoding="utf-8")
+        except OSError as exc:
+            self.status.setText(f"Could not save {path}: {exc.strerror or exc}")
 
     def export_png(self, path: str) -> None:
         from specviz.explore_plot import sweep_png

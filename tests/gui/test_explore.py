@@ -7,6 +7,7 @@ from pathlib import Path
 from PIL import Image
 
 from specviz.core.lineup import as_lineup
+from specviz.core.sweep import samples_from_json, schedule
 from specviz.gui.explore import ExploreWindow, lane_html
 from tests.core.test_lineup import three_lanes
 from tests.gui.scripted import speculative_events
@@ -33,6 +34,8 @@ def test_a_sweep_fills_the_plot_and_table_live_and_exports(qtbot, tmp_path: Path
     assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
     panel.export_png(str(tmp_path / "s.png"))
     assert Image.open(tmp_path / "s.png").size == (960, 600)
+    panel.save_json(str(tmp_path / "s.json"))
+    assert samples_from_json((tmp_path / "s.json").read_text()) == panel.samples
     w.close()
 
 
@@ -47,6 +50,15 @@ def test_cancel_keeps_what_the_sweep_has(qtbot) -> None:  # noqa: ANN001
         panel.run_button.click()
     assert 1 <= len(panel.samples) < panel.total
     assert panel.status.text().startswith(f"Cancelled after {len(panel.samples)}/4 runs")
+    kept = list(panel.samples)
+    # Resume runs only the rest; what was kept stays.
+    panel.progress.valueChanged.disconnect()
+    assert panel.resume_button.isEnabled()
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.resume_button.click()
+    assert panel.samples[:len(kept)] == kept and len(panel.samples) == panel.total == 4
+    assert sorted(s.key for s in panel.samples) == sorted(schedule(3, 1, 1))
+    assert panel.status.text() == "Done: 4 runs." and not panel.resume_button.isEnabled()
     w.close()
 
 
