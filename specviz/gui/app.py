@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QFont, QKeySequence
@@ -30,12 +29,13 @@ from specviz.core.run import Request, check, needs_draft_model
 from . import demo
 from .controls import CUSTOM, DEVICES, ControlsPanel
 from .geometry import Presentation, restore_window, save_window
+from .glossary import install_help
 from .labels import ElidedLabel
 from .presets import mark_presets
 from .replay import Replayer
 from .replay_bar import install_replay_bar
 from .run_view import RunView
-from .stage import install_stage, open_if_race
+from .stage import install_stage, open_if_race, write_file
 from .style import UI_POINT_SIZE
 from .themes import apply_theme, install_themes, theme_named
 from .worker import DecodeController, Loader, PairSpec, background_threads
@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         install_replay_bar(self)  # play / pause / speed / scrub while a recording is shown
         install_stage(self)  # race (F7), the step measured at load, File → Export
         install_themes(self)  # View → Theme, remembered; Ctrl+Shift+T (gui/themes.py)
+        install_help(self)  # Help → Glossary (F1): the fates, α, c, v, K (gui/glossary.py)
         if autoload:
             self.load_pair()
 
@@ -193,9 +194,8 @@ class MainWindow(QMainWindow):
         self.store.setValue("view/theme", self.theme.key)
 
     def _choose_demo(self, chosen: demo.Demo) -> None:
-        """A demo prompt into the prompt box (Run then uses it); the status says what to see."""
-        self.prompt.setPlainText(chosen.prompt)
-        self.statusBar().showMessage(f"Demo prompt: {chosen.note}", 15_000)
+        """A demo prompt into the prompt box for the next run; the status says so (demo.py)."""
+        demo.choose(self, chosen)
 
     def copy_output(self) -> None:
         """The generated text, without the prompt or rejected drafts, to the clipboard."""
@@ -323,7 +323,10 @@ class MainWindow(QMainWindow):
         self.controller.toggle_pause()
 
     def step(self) -> None:
-        """One round; when nothing runs, start a run that holds after its first round."""
+        """One round; when nothing runs, start a run that holds after its first round. A staged
+        round first walks its phases (as PgDn does): F10 never skips what is left of it."""
+        if self.run_view.stager.forward():
+            return
         if self.replayer.loaded:  # a recording on screen: its next round
             self.replayer.step()
             return
@@ -363,8 +366,8 @@ class MainWindow(QMainWindow):
         if not path:
             return
         lines = [to_json(e) for e in self.run_view.record.events]
-        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.status_label.setText(f"Saved {len(lines)} events to {path}")
+        if write_file(self, path, "\n".join(lines) + "\n"):  # else one message, in the window
+            self.status_label.setText(f"Saved {len(lines)} events to {path}")
 
     # -- worker reports ----------------------------------------------------------------------------
 

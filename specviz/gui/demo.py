@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QWidget
@@ -49,6 +50,25 @@ DEMOS = (
          "the answer repeats the prompt's phrases: choose the lookup or hybrid drafter "
          "(measured acceptance: model 0.04, lookup 0.20, hybrid 0.18)"),
 )
+
+
+def choose(window: Any, chosen: Demo) -> str:
+    """Put ``chosen`` in the prompt box for the next run and say so in the status line.
+
+    During a run the run goes on with its own prompt; during a replay the recording's
+    settings are released first (else the replay would put the old prompt back when it ends).
+    Returns what the status line says.
+    """
+    if window.controls.showing_recording:
+        window.replayer.stop()  # the user's settings back, editable
+    window.prompt.setPlainText(chosen.prompt)
+    if window.controller.state != "idle":
+        message = (f"Demo prompt “{chosen.title}” set for the next run (this run keeps its "
+                   f"prompt; Run, F5, starts it): {chosen.note}")
+    else:
+        message = f"Demo prompt “{chosen.title}” set: press Run (F5). {chosen.note}"
+    window.status_label.setText(message)
+    return message
 
 
 def add_menu(window: QWidget, menu: QMenu, choose: callable) -> list[QAction]:  # type: ignore[valid-type]

@@ -8,7 +8,10 @@ up, so its type comes out as on a projector (token text ≥ 40 px, labels ≥ 24
 
 from __future__ import annotations
 
+import os
+import queue
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from pyqtgraph.exporters import ImageExporter, SVGExporter
-from PySide6.QtCore import QPoint, QSize, Qt
+from PySide6.QtCore import QObject, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -26,6 +29,7 @@ from specviz.core.events import DraftPosition, Event, ExtraToken, Round, RunStar
 from specviz.core.race import as_race
 
 from .bars import RoundBarsView
+from .labels import k_text
 from .record import RunRecord
 from .stats import AcceptanceView
 from .style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_marks
@@ -247,7 +251,9 @@ def transcript_html(events: Sequence[Event], title: str = "specviz transcript") 
     meta = ""
     if started is not None:
         s, pair = started.settings, started.pair
-        who = (f"{pair.draft} → {pair.target}, K = {s.k}" if started.mode == "speculative"
+        rounds = [e for e in events if isinstance(e, Round)]
+        who = (f"{pair.draft} → {pair.target}, {k_text(s, [r.k for r in rounds])}"
+               if started.mode == "speculative"
                else f"{pair.target} alone")
         temp = ("greedy (T = 0)" if s.temperature == 0
                 else started.temperature_text(eq=" = "))
@@ -275,101 +281,129 @@ MAX_FRAME_MS = 2000
 HOLD_LAST_MS = 4000
 
 
-def _to_pil(image: QImage) -> Any:  # a PIL.Image.Image (Pillow is imported when needed)
-    from PIL import Image
+@dataclass
+class FramePlan:
+    """An animation before it is drawn: how many frames, how long each stays, and a
+    generator that draws them one at a time (each a slice of GUI-thread work)."""
 
-    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
-    data = bytes(rgb.constBits())
-    return Image.frombuffer("RGB", (rgb.width(), rgb.height()), data, "raw", "RGB",
-                            rgb.bytesPerLine(), 1)
+    durations: list[int]
+    frames: Iterator[QImage]
+
+    @property
+    def count(self) -> int:
+        return len(self.durations)
 
 
-def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
-                     speed: float = 1.0) -> tuple[list[QImage], list[int]]:
-    """Frames (and their durations in ms) of a recording: a race plays as a race.
+def plan_animation(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
+                   speed: float = 1.0, reference: Any = None) -> FramePlan:
+    """The frames of a recording, drawn one per ``next``: a race plays as a race.
 
     A run: the prompt, then one frame per round, each held for the round's measured time.
     A race: one frame at each moment either side finishes a round, on the shared clock.
+    ``reference``: a RunView whose measured figures (the target's step, a baseline run) the
+    run's speed card compares with, as the window did.
     """
     race = as_race(events)
     if race is not None:
-        from .race_view import RaceView
-
-        race_view = RaceView()
-        race_view.controls_row.hide()
-        race_view.load(list(events))
-        # The race view's type is already large (30 pt tokens): 1.1 at 1920 gives 44 px
-        # tokens and 26 px captions without squeezing two panes into 1280 px.
-        scale = RACE_SCALE * size[0] / PROJECTOR[0]
         # Each moment a side shows something new (to the µs: one frame for equal times).
         moments = sorted({round(t, 6) for t in
                           [r.elapsed_s for side in (race.speculative, race.baseline)
                            for r in side.rounds if r.elapsed_s <= race.duration_s]
                           + [race.speculative.duration_s, race.baseline.duration_s]})
         times = [0.0, *moments]
-        frames: list[QImage] = []
-        for t in times:
-            race_view.set_time(t)
-            for pane in race_view.panes.values():
-                pane.stream.apply_strikes(now=t + 10.0)
-            frames.append(render_widget(race_view, size, scale))
-        race_view.deleteLater()
-        return frames, _durations(times, speed)
-
-    from .run_view import RunView
-
-    view = RunView(frame_ms=1_000_000)  # frames are drawn by hand below
-    _offscreen(view, size, projector_scale(size[0]))
-    splitters = getattr(view, "splitters", ())
-    if splitters:  # at projector type the plots need half the width, not the live 44 %
-        top = splitters[0]
-        top.setSizes([top.width() // 2, top.width() - top.width() // 2])
+        return FramePlan(_durations(times, speed), _race_frames(list(events), times, size))
     times = [0.0]
-    images: list[QImage] = []
+    chunks: list[list[Event]] = []
     pending: list[Event] = []
     for event in events:
         pending.append(event)
         if isinstance(event, Round) and not event.final or isinstance(event, RunStarted):
             if isinstance(event, Round):
                 times.append(event.elapsed_s)
-            images.append(_run_frame(view, pending, size))
+            chunks.append(pending)
             pending = []
     if pending:  # the last round and the run's end: one frame
         last = next((e for e in reversed(pending) if isinstance(e, Round)), None)
-        frame = _run_frame(view, pending, size)
         if last is not None:
             times.append(last.elapsed_s)
-            images.append(frame)
-        elif images:  # the end alone (after a round not marked final): redraw the last frame
-            images[-1] = frame
+            chunks.append(pending)
+        elif chunks:  # the end alone (after a round not marked final): the last frame with it
+            chunks[-1] = chunks[-1] + pending
+    return FramePlan(_durations(times[: len(chunks)], speed),
+                     _run_frames(chunks, size, reference))
+
+
+def _race_view(events: list[Event]) -> QWidget:
+    from .race_view import RaceView
+
+    race_view = RaceView()
+    race_view.controls_row.hide()
+    race_view.load(events)
+    for pane in race_view.panes.values():  # a slide scrolls nowhere: the newest text shows
+        pane.stream.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return race_view
+
+
+def _race_frames(events: list[Event], times: list[float],
+                 size: tuple[int, int]) -> Iterator[QImage]:
+    race_view = _race_view(events)
+    # The race view's type is already large (30 pt tokens): 1.1 at 1920 gives 44 px
+    # tokens and 26 px captions without squeezing two panes into 1280 px.
+    scale = RACE_SCALE * size[0] / PROJECTOR[0]
+    try:
+        for t in times:
+            race_view.set_time(t)
+            for pane in race_view.panes.values():  # type: ignore[attr-defined]
+                pane.stream.apply_strikes(now=t + 10.0)
+            yield render_widget(race_view, size, scale)
+    finally:
+        race_view.deleteLater()
+
+
+def _slide_run_view(size: tuple[int, int], reference: Any = None) -> Any:
+    """A RunView laid out as a slide: no buttons, no scroll bars, every p/q panel whole."""
+    from .run_view import RunView
+
+    view = RunView(frame_ms=1_000_000)  # frames are drawn by hand
     view.timer.stop()
-    view.deleteLater()
-    return images, _durations(times[: len(images)], speed)
+    if reference is not None:  # the figures the window measured (its speed card's reference)
+        view.baseline_tokens_per_s = dict(reference.baseline_tokens_per_s)
+        view.target_step_s = dict(reference.target_step_s)
+    view.follow_button.hide()
+    view.stream.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    view.bars.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    _offscreen(view, size, projector_scale(size[0]))
+    view.set_presenting(True)  # presentation's fit: every panel in view, axes uncut
+    top = view.splitters[0]  # at projector type the plots need half the width
+    top.setSizes([top.width() // 2, top.width() - top.width() // 2])
+    QApplication.processEvents()
+    return view
 
 
-def final_frame(events: Sequence[Event], size: tuple[int, int] = PROJECTOR) -> QImage:
+def _run_frames(chunks: list[list[Event]], size: tuple[int, int],
+                reference: Any) -> Iterator[QImage]:
+    view = _slide_run_view(size, reference)
+    try:
+        for chunk in chunks:
+            yield _run_frame(view, chunk, size)
+    finally:
+        view.deleteLater()
+
+
+def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
+                     speed: float = 1.0, reference: Any = None) -> tuple[list[QImage], list[int]]:
+    """Every frame of :func:`plan_animation` at once (and their durations in ms)."""
+    plan = plan_animation(events, size, speed, reference)
+    return list(plan.frames), plan.durations
+
+
+def final_frame(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
+                reference: Any = None) -> QImage:
     """The last frame of :func:`animation_frames` alone (a race at its end, or the run)."""
     race = as_race(events)
     if race is not None:
-        from .race_view import RaceView
-
-        race_view = RaceView()
-        race_view.controls_row.hide()
-        race_view.load(list(events))
-        race_view.set_time(race.duration_s)
-        for pane in race_view.panes.values():
-            pane.stream.apply_strikes(now=race.duration_s + 10.0)
-        image = render_widget(race_view, size, RACE_SCALE * size[0] / PROJECTOR[0])
-        race_view.deleteLater()
-        return image
-    from .run_view import RunView
-
-    view = RunView(frame_ms=1_000_000)
-    _offscreen(view, size, projector_scale(size[0]))
-    image = _run_frame(view, list(events), size)
-    view.timer.stop()
-    view.deleteLater()
-    return image
+        return next(_race_frames(list(events), [race.duration_s], size))
+    return next(_run_frames([list(events)], size, reference))
 
 
 def _run_frame(view: QWidget, events: list[Event], size: tuple[int, int]) -> QImage:
@@ -377,6 +411,8 @@ def _run_frame(view: QWidget, events: list[Event], size: tuple[int, int]) -> QIm
         view.apply(event)  # type: ignore[attr-defined]
     view.flush(now=0.0)  # type: ignore[attr-defined]
     view.stream.apply_strikes(now=1e9)  # type: ignore[attr-defined]
+    QApplication.processEvents()  # laid out with this round's text, then fitted to it
+    view.fit_panes()  # type: ignore[attr-defined]
     return render_widget(view, size)
 
 
@@ -390,29 +426,237 @@ def _durations(times: list[float], speed: float) -> list[int]:
     return out
 
 
-def export_animation(events: Sequence[Event], path: str | Path,
-                     size: tuple[int, int] = PROJECTOR, speed: float = 1.0) -> int:
-    """An animated GIF of a recording at ``size`` pixels; returns the number of frames."""
-    from PIL import Image
+@dataclass
+class RawFrame:
+    """One drawn frame as bytes (RGB, row by row): what the encoding thread may touch."""
 
-    images, durations = animation_frames(events, size, speed)
-    kept: list[QImage] = []
-    held: list[int] = []
-    for image, ms in zip(images, durations, strict=True):
-        if kept and image == kept[-1]:  # nothing changed on screen: hold the frame longer
-            held[-1] += ms
-            continue
-        kept.append(image)
-        held.append(ms)
-    frames = [_to_pil(image).quantize(colors=128) for image in kept]
-    frames[0].save(str(path), save_all=True, append_images=frames[1:], duration=held,
-                   loop=0, optimize=False, disposal=1)
-    with Image.open(str(path)) as written:  # the count in the file, whatever Pillow merged
-        return int(getattr(written, "n_frames", 1))
+    data: bytes
+    width: int
+    height: int
+    ms: int
+
+
+def raw_frame(image: QImage, ms: int) -> RawFrame:
+    """A QImage's pixels copied out (on the GUI thread; cheap next to quantising them)."""
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    line = rgb.width() * 3
+    data = bytes(rgb.constBits())
+    if rgb.bytesPerLine() != line:  # rows padded to 4 bytes: drop the padding
+        data = b"".join(data[y * rgb.bytesPerLine(): y * rgb.bytesPerLine() + line]
+                        for y in range(rgb.height()))
+    return RawFrame(data, rgb.width(), rgb.height(), ms)
+
+
+class GifEncoder:
+    """Quantises frames as they come and writes the GIF at the end (any thread, no Qt).
+
+    A frame equal to the one before only holds it longer. The file is written in one go at
+    the end, so a cancelled or failed export leaves nothing behind.
+    """
+
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+        self.held: list[int] = []
+        self._last: bytes | None = None
+
+    def add(self, frame: RawFrame) -> None:
+        from PIL import Image
+
+        if self._last == frame.data:  # nothing changed on screen: hold the frame longer
+            self.held[-1] += frame.ms
+            return
+        self._last = frame.data
+        image = Image.frombytes("RGB", (frame.width, frame.height), frame.data)
+        self.frames.append(image.quantize(colors=128))
+        self.held.append(frame.ms)
+
+    def write(self, path: str | Path) -> int:
+        """The GIF into ``path``; the number of frames in it (whatever Pillow merged)."""
+        import io
+
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        self.frames[0].save(buffer, format="GIF", save_all=True,
+                            append_images=self.frames[1:], duration=self.held, loop=0,
+                            optimize=False, disposal=1)
+        Path(path).write_bytes(buffer.getvalue())
+        buffer.seek(0)
+        with Image.open(buffer) as written:
+            return int(getattr(written, "n_frames", 1))
+
+
+def export_animation(events: Sequence[Event], path: str | Path,
+                     size: tuple[int, int] = PROJECTOR, speed: float = 1.0,
+                     reference: Any = None) -> int:
+    """An animated GIF of a recording at ``size`` pixels, here and now (the command line;
+    the window uses :class:`AnimationJob`); returns the number of frames."""
+    plan = plan_animation(events, size, speed, reference)
+    encoder = GifEncoder()
+    for image, ms in zip(plan.frames, plan.durations, strict=True):
+        encoder.add(raw_frame(image, ms))
+    return encoder.write(path)
+
+
+def writable_problem(path: str | Path) -> str:
+    """Why ``path`` cannot be written, in a sentence (the file's name first: the full path
+    may be long); "" if it looks writable."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        return f"Cannot write {path.name}: it is a folder ({path}). Choose a file name."
+    if not folder.is_dir():
+        return f"Cannot write {path.name}: the folder does not exist ({folder})."
+    if not os.access(folder, os.W_OK) or path.exists() and not os.access(path, os.W_OK):
+        return f"Cannot write {path.name}: permission denied ({folder})."
+    return ""
+
+
+class AnimationJob(QObject):
+    """A GIF export that never blocks the window.
+
+    The GUI thread draws one frame per timer tick (a widget can only be drawn there); a
+    thread of its own quantises the frames and writes the file. At most ``AHEAD`` drawn
+    frames wait for it, so memory stays bounded. ``cancel`` stops both; nothing is written.
+    """
+
+    AHEAD = 2
+    drawn = Signal(int, int)  # frames drawn, frames in all (GUI thread)
+    progressed = Signal(int, int)  # frames encoded, frames in all
+    finished = Signal(str, int)  # path, frames in the file
+    failed = Signal(str)  # one sentence
+    cancelled = Signal()
+    _encoded = Signal(int)  # from the encoding thread
+    _ended = Signal(str, int, str)  # path, frames, problem ("" = written)
+
+    def __init__(self, events: Sequence[Event], path: str | Path,
+                 size: tuple[int, int] = PROJECTOR, speed: float = 1.0,
+                 reference: Any = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.events, self.path, self.size = list(events), Path(path), size
+        self.speed, self.reference = speed, reference
+        self.plan: FramePlan | None = None
+        self.done = 0  # frames drawn
+        self.running = False
+        self._queue: queue.Queue[RawFrame | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(0)  # a frame, then whatever else waits, then the next frame
+        self._timer.timeout.connect(self._on_tick)
+        self._encoded.connect(self._on_encoded)
+        self._ended.connect(self._on_ended)
+
+    @property
+    def total(self) -> int:
+        return self.plan.count if self.plan is not None else 0
+
+    def start(self) -> bool:
+        """Begin; False (and ``failed``) if the path cannot be written."""
+        problem = writable_problem(self.path)
+        if problem:
+            self.failed.emit(problem)
+            return False
+        self.plan = plan_animation(self.events, self.size, self.speed, self.reference)
+        self.running = True
+        self._thread = threading.Thread(target=self._encode, name="specviz-gif", daemon=True)
+        self._thread.start()
+        self._timer.start()
+        return True
+
+    def _on_tick(self) -> None:
+        if self._queue.qsize() >= self.AHEAD:  # the encoder is behind: let it catch up
+            return
+        self._draw_next()
+
+    def _draw_next(self) -> bool:
+        """Draw one frame and hand it to the encoder; False once every frame is drawn."""
+        assert self.plan is not None
+        image = next(self.plan.frames, None)
+        if image is None or not self.running:
+            self._timer.stop()
+            self._queue.put(None)
+            return False
+        self._queue.put(raw_frame(image, self.plan.durations[self.done]))
+        self.done += 1
+        self.drawn.emit(self.done, self.total)
+        return True
+
+    def _encode(self) -> None:
+        """The encoding thread: quantise each frame as it comes, then write the file."""
+        encoder = GifEncoder()
+        seen = 0
+        try:
+            while True:
+                frame = self._queue.get()
+                if self._stop.is_set():
+                    return
+                if frame is None:
+                    break
+                encoder.add(frame)
+                seen += 1
+                self._tell(self._encoded, seen)
+            if not encoder.frames:
+                self._tell(self._ended, str(self.path), 0, "Nothing to animate.")
+                return
+            n = encoder.write(self.path)
+        except OSError as exc:
+            self._tell(self._ended, str(self.path), 0, f"Cannot write {self.path.name}: "
+                                                       f"{exc.strerror or exc} ({self.path}).")
+            return
+        self._tell(self._ended, str(self.path), n, "")
+
+    def _tell(self, signal: Any, *args: Any) -> None:
+        """Emit from the encoding thread, unless the job is gone (its window closed)."""
+        if self._stop.is_set():
+            return
+        try:
+            signal.emit(*args)
+        except RuntimeError:  # the QObject was deleted meanwhile: nobody is listening
+            self._stop.set()
+
+    def _on_encoded(self, n: int) -> None:
+        if self.running:
+            self.progressed.emit(n, self.total)
+
+    def _on_ended(self, path: str, n: int, problem: str) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._close_plan()
+        if problem:
+            self.failed.emit(problem)
+        else:
+            self.finished.emit(path, n)
+
+    def cancel(self) -> None:
+        """Stop drawing and encoding now; nothing is written (a no-op when not running)."""
+        if not self.running:
+            return
+        self.running = False
+        self._timer.stop()
+        self._stop.set()  # before the wake-up below: the encoder ends without writing
+        self._queue.put(None)
+        self._close_plan()
+        self.cancelled.emit()
+
+    def _close_plan(self) -> None:
+        if self.plan is not None:
+            self.plan.frames.close()  # type: ignore[attr-defined]  # its views go
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the encoding thread (tests); True if it has ended."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            return not self._thread.is_alive()
+        return True
 
 
 __all__ = [
     "PROJECTOR",
+    "AnimationJob",
+    "FramePlan",
+    "GifEncoder",
     "Token",
     "animation_frames",
     "export_acceptance",
@@ -421,6 +665,7 @@ __all__ = [
     "export_graphics",
     "export_transcript",
     "final_frame",
+    "plan_animation",
     "projector_scale",
     "render_widget",
     "transcript_html",
@@ -444,26 +689,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="1920x1080", help="pixels, WIDTHxHEIGHT")
     parser.add_argument("--speed", type=float, default=1.0, help="GIF playback speed")
     args = parser.parse_args(argv)
-    width, height = (int(v) for v in args.size.lower().split("x"))
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        parser.error(f"--size must be WIDTHxHEIGHT in pixels, e.g. 1920x1080, got {args.size!r}")
     size = (width, height)
-    from specviz.core.recording import read_recording
+    if min(size) < 16 or max(size) > 8192:
+        parser.error(f"--size must be between 16 and 8192 pixels a side, got {args.size}")
+    if not 0.01 <= args.speed <= 100:
+        parser.error(f"--speed must be between 0.01 and 100, got {args.speed:g}")
+    outputs = [path for path in (args.png, args.gif, args.html, args.acceptance) if path]
+    for path in outputs:  # before any work: an unwritable path costs nothing
+        problem = writable_problem(path)
+        if problem:
+            return _fail(problem)
+    from specviz.core.recording import RecordingError, read_recording
 
+    try:
+        events = read_recording(args.recording)
+    except OSError as exc:
+        return _fail(f"cannot read {args.recording}: {exc.strerror or exc}")
+    except RecordingError as exc:
+        return _fail(f"{args.recording}: {exc}")
+    if not any(isinstance(e, RunStarted) for e in events):
+        return _fail(f"{args.recording} holds no run (no run_started event)")
     from .app import make_app
 
     app = make_app()
-    events = read_recording(args.recording)
-    if args.png:
-        final_frame(events, size).save(args.png)
-        print(f"{args.png}: {width} × {height}")
-    if args.gif:
-        n = export_animation(events, args.gif, size, args.speed)
-        print(f"{args.gif}: {n} frames")
-    if args.html:
-        print(export_transcript(events, args.html))
-    if args.acceptance:
-        print(export_acceptance(events, args.acceptance, size))
-    del app
+    try:
+        if args.png:
+            if not final_frame(events, size).save(args.png):
+                return _fail(f"cannot write {args.png} (a .png name, in a writable folder)")
+            print(f"{args.png}: {width} × {height}")
+        if args.gif:
+            n = export_animation(events, args.gif, size, args.speed)
+            print(f"{args.gif}: {n} frames")
+        if args.html:
+            print(export_transcript(events, args.html))
+        if args.acceptance:
+            print(export_acceptance(events, args.acceptance, size))
+    except OSError as exc:
+        return _fail(f"cannot write {exc.filename or 'the output'}: {exc.strerror or exc}")
+    finally:
+        del app
     return 0
+
+
+def _fail(message: str) -> int:
+    """One line on stderr, exit code 2 (the CLI's convention for bad input)."""
+    print(f"python -m specviz.gui.export: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

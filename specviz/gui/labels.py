@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
@@ -59,3 +60,18 @@ class ElidedLabel(QLabel):
                                               rect.width())
         painter.drawText(rect, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
         painter.end()  # now, not when the frame is freed (a profiler may hold it)
+
+
+def k_text(settings: object, ks: Sequence[int] = ()) -> str:
+    """How K was chosen, as a header says it: "K = 4" when fixed; else the policy and the K
+    range its rounds used (``ks``: each round's K), "K by the cost policy (K 0–16 used)",
+    never the starting K alone (the policy varied it)."""
+    policy = getattr(settings, "k_policy", "fixed")
+    k = getattr(settings, "k", 0)
+    if policy == "fixed":
+        return f"K\u00a0=\u00a0{k}"
+    if not ks:
+        return f"K by the {policy} policy"
+    low, high = min(ks), max(ks)
+    used = f"K\u00a0{low}" if low == high else f"K\u00a0{low}–{high}"
+    return f"K by the {policy} policy ({used} used)"

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from specviz.core.events import Event
 from specviz.core.race import Race, Side, as_race, race_so_far
 
+from .labels import k_text
 from .run_view import legend_html
 from .stream import REJECTED_SCALE, TokenStreamView
 from .style import BLUISH_GREEN, FATES, GREY, INK, VERMILLION, char_format
@@ -184,7 +185,8 @@ class RacePane(QFrame):
         # The prompt is shown once, above both panes: each pane holds only what its run wrote.
         pair, s = side.started.pair, side.started.settings
         if self.kind == "speculative":
-            self.title.setText(f"Speculative: {pair.draft} → {pair.target}, K\u00a0=\u00a0{s.k}")
+            self.title.setText(f"Speculative: {pair.draft} → {pair.target}, "
+                               f"{k_text(s, [r.k for r in side.rounds])}")
         else:
             self.title.setText(f"Target alone: {pair.target}, one pass per token")
 

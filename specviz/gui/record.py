@@ -19,6 +19,19 @@ from specviz.core.speed import (
 )
 from specviz.core.tally import Tally
 
+# A round whose time since the round before exceeds its own measured passes by more than
+# this (and twice them) had a pause or a step's wait inside it: a person's pause is seconds,
+# the time outside the passes a few per cent of a round (README "The algorithm, as
+# implemented": at most ~5 %).
+PAUSE_SLACK_S = 0.25
+
+
+def paused_in(gap_s: float, passes_s: float) -> float:
+    """Seconds of a round's ``gap_s`` (since the round before) spent paused, not decoding."""
+    if gap_s > 2 * passes_s + PAUSE_SLACK_S:
+        return gap_s - passes_s
+    return 0.0
+
 
 @dataclass
 class SpeedStats:
@@ -51,6 +64,7 @@ class RunRecord:
     histogram: list[int] = field(default_factory=list)  # rounds with 0..K accepted
     k_per_round: list[int] = field(default_factory=list)  # K chosen, every round
     token_count: int = 0
+    paused_s: float = 0.0  # between rounds, paused or waiting for Step: not decoding time
 
     @property
     def k(self) -> int:
@@ -76,6 +90,8 @@ class RunRecord:
             self.failed = event
 
     def _add_round(self, rnd: Round) -> None:
+        before = self.rounds[-1].elapsed_s if self.rounds else 0.0
+        self.paused_s += paused_in(rnd.elapsed_s - before, rnd.draft_time_s + rnd.verify_time_s)
         self.rounds.append(rnd)
         self.token_count = rnd.n_generated
         self.tally.add_round(rnd)
@@ -109,6 +125,18 @@ class RunRecord:
 
     def _padded(self, counts: list[int]) -> list[int]:
         return counts + [0] * (len(self.histogram) - 1 - len(counts))
+
+    def decoding_s(self) -> float:
+        """Seconds spent decoding so far: elapsed, less the time paused or waiting for Step
+        (``paused_in`` each round; a stop or pause after the last round is left out too)."""
+        if not self.rounds:
+            return 0.0
+        last = self.rounds[-1].elapsed_s
+        end = last
+        if self.finished is not None and self.finished.stop_reason != "stopped":
+            wall = self.finished.summary.wall_time_s
+            end = wall if wall - last <= PAUSE_SLACK_S else last  # the run's own finish
+        return max(0.0, end - self.paused_s)
 
     @property
     def exact(self) -> bool:
@@ -154,7 +182,7 @@ class RunRecord:
             return stats
         last = self.rounds[-1]
         n = last.n_generated
-        elapsed = self.finished.summary.wall_time_s if self.finished else last.elapsed_s
+        elapsed = self.decoding_s()  # pauses and Step's waits are not decoding time
         stats.tokens_per_s = n / elapsed if elapsed > 0 else 0.0
         stats.target_calls_per_token = last.target_calls / n if n else 0.0
         if not self.speculative:

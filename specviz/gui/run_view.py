@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
 from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 
 from .bars import RoundBarsView
-from .labels import TOOLTIP_CHARS, breakable, capped
+from .glossary import legend_tooltip
+from .labels import TOOLTIP_CHARS, breakable, capped, k_text
 from .record import RunRecord
 from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
@@ -156,6 +157,7 @@ class RunView(QWidget):
         legend_font.setBold(True)
         self.legend.setFont(legend_font)
         self.legend.setWordWrap(True)
+        self.legend.setToolTip(legend_tooltip())  # what each fate means (Help → Glossary)
         self.info = QLabel("Loading the models… the window works meanwhile.")
         self.info.setFont(ui_font)
         self.info.setWordWrap(True)
@@ -172,7 +174,11 @@ class RunView(QWidget):
         self.stream.round_clicked.connect(self._on_round_clicked)
         self.bars = RoundBarsView()
         self.stage_panel = StagePanel()
-        self.stager = Stager(self.bars, self.stage_panel)
+        self.stager = Stager(self.bars, self.stage_panel, on_phase=self._on_stage_phase)
+        # A staged round shows only what its phase has revealed: its text, and the plots and
+        # numbers without it (the record before it) until its last phase.
+        self._before: RunRecord | None = None
+        self._revealed: tuple | None = None  # what the stream shows of the staged round
         self.stage_next = False  # the next round unfolds in phases (Step with staging on)
         self.acceptance = AcceptanceView()
         self.speed = SpeedView()
@@ -406,9 +412,21 @@ class RunView(QWidget):
         self.stream.begin(started, self.user_prompt, self.show_template)
 
     def stage(self, rnd: Round) -> None:
-        """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares."""
+        """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares;
+        the stream, plots and numbers show only what each phase has revealed."""
         self.selected = None
         self.bars.stop_drawing()
+        if self.stager.active:
+            self.stager.stop()  # the round staged before shows whole
+        if self.backlog and self.backlog[-1] is rnd:
+            self.backlog.pop()  # its text waits for its phases; the rounds before it draw now
+        self._draw_stream(time.monotonic(), limit=None)
+        events = self.record.events
+        at = next((i for i in range(len(events) - 1, -1, -1) if events[i] is rnd), len(events))
+        self._before = before = RunRecord()
+        for event in events[:at]:
+            before.add(event)
+        self._revealed = None
         self.stager.start(rnd)
         if self.presenting:
             self.fit_panes()  # the step's caption row, and every panel still in view
@@ -419,6 +437,31 @@ class RunView(QWidget):
         if upper < total:
             main.setSizes([upper, total - upper])
 
+    def _on_stage_phase(self, rnd: Round, phase: object, end: bool) -> None:
+        """The stager showed a phase (or ended, ``phase`` None): the stream shows as much of
+        the round as that phase revealed; the plots and numbers take it in at its end."""
+        # Only the newest round's text is held back (a past round staged by hand is history).
+        current = bool(self.record.rounds) and self.record.rounds[-1] is rnd
+        if phase is None:
+            self._before = self._revealed = None
+            if current:  # staging ended (the next round, a click): the round whole
+                self.stream.show_partly(rnd, len(rnd.drafted), True)
+            self._dirty = True
+            return
+        tested, extra = self.stager.revealed()
+        state = (rnd.index, tested, extra, end)
+        if current and state != self._revealed:
+            self._revealed = state
+            self.stream.show_partly(rnd, tested, extra)
+            self._dirty = True
+
+    def shown_record(self) -> RunRecord:
+        """The record the plots, numbers and info line show: without a staged round until
+        its last phase (the future stays hidden)."""
+        if self._before is not None and not self.stager.at_end:
+            return self._before
+        return self.record
+
     def set_show_template(self, on: bool) -> None:
         """Show or hide the chat template: the stream is drawn again from the record."""
         self.show_template = on
@@ -428,8 +471,15 @@ class RunView(QWidget):
             return
         self.backlog.clear()  # drawn below with the rest
         self.stream.begin(started, self.user_prompt, on)
-        self.stream.add_rounds(list(self.record.rounds), now=0.0)
+        rounds = list(self.record.rounds)
+        staged = self.stager.round
+        if staged is not None and rounds and rounds[-1] is staged:
+            rounds.pop()  # drawn as far as its phase revealed it, below
+        self.stream.add_rounds(rounds, now=0.0)
         self.stream.apply_strikes(now=float("inf"))
+        if staged is not None:
+            self._revealed = None
+            self.stager.draw()
 
     def output_text(self) -> str:
         """The generated text alone (what "Copy output" copies)."""
@@ -439,7 +489,8 @@ class RunView(QWidget):
         started = self.record.started
         if started is not None and started.mode == "baseline":
             key = (started.pair.target, started.pair.device)
-            self.baseline_tokens_per_s[key] = finished.summary.tokens_per_s
+            # Its decoding time only (a paused or stepped baseline run is no slower).
+            self.baseline_tokens_per_s[key] = self.record.speed().tokens_per_s
 
     def set_target_step(self, target: str, device: str, seconds: float) -> None:
         """The target's one-token step, measured at load: the reference of the speed figures."""
@@ -513,7 +564,7 @@ class RunView(QWidget):
 
     def _draw_stats(self) -> None:
         """The acceptance plots, the speed numbers, the info line and the exactness warning."""
-        rec = self.record
+        rec = self.shown_record()
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
         if rec.started is not None:
@@ -535,7 +586,7 @@ class RunView(QWidget):
 
     def info_text(self) -> str:
         """One line: pair, mode, settings, progress."""
-        rec = self.record
+        rec = self.shown_record()
         if rec.started is None:
             return self.info.text()
         s, pair = rec.started.settings, rec.started.pair
@@ -543,7 +594,7 @@ class RunView(QWidget):
             f"{pair.target} alone"
         temp = rec.started.temperature_text()
         if rec.speculative:
-            kind = f"K={s.k}" if s.k_policy == "fixed" else f"K {s.k_policy} (from {s.k})"
+            kind = k_text(s, rec.k_per_round)
             if s.drafter != "model":
                 kind = f"{s.drafter} drafter, {kind}"
             if rec.rounds and rec.rounds[-1].policy_reason:

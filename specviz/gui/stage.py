@@ -21,9 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMenu, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QMainWindow,
+    QMenu,
+    QProgressBar,
+    QToolButton,
+    QWidget,
+)
 
 from specviz.core.events import Event, RunFailed, RunFinished, to_json
 from specviz.core.race import as_race
@@ -110,8 +117,7 @@ class RaceWindow(QMainWindow):
             path, _ = QFileDialog.getSaveFileName(self, "Save race recording", "race.jsonl",
                                                   "Recordings (*.jsonl)")
         if path:
-            Path(path).write_text("".join(to_json(e) + "\n" for e in self.view.events),
-                                  encoding="utf-8")
+            write_file(self, path, "".join(to_json(e) + "\n" for e in self.view.events))
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         self.view.pause()
@@ -232,6 +238,11 @@ def export_plot(window: Any, kind: str, suffix: str) -> str:
                      f"{suffix.upper()} (*.{suffix})")
     if not path:
         return ""
+    problem = export.writable_problem(path)
+    if problem:
+        window.run_view.show_error(problem, "error")
+        _say(window, problem)
+        return ""
     if kind == "pq-panel":
         rnd = window.run_view.shown_round()
         if rnd is None:
@@ -274,11 +285,112 @@ def install_plot_menus(window: Any) -> dict[str, QWidget]:
     return targets
 
 
+def write_file(window: Any, path: str | Path, text: str) -> bool:
+    """Write ``text`` to ``path``; on failure one clear message in the window, and False
+    (whatever was on screen stays there: nothing is lost)."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        name = Path(path).name
+        view = getattr(window, "run_view", None)
+        if view is not None:  # the file's name first: a long path is capped there
+            view.show_error(f"Could not write {name}: {reason}. Choose another place. "
+                            f"({path})", "error")
+        _say(window, f"Could not write {path}: {reason}.")
+        return False
+    return True
+
+
+class ExportProgress(QObject):
+    """The one GIF export at a time: its progress and Cancel in the status bar; closing the
+    window cancels it (an event filter on the window: its own closeEvent stays as it is)."""
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window = window
+        self.job: Any = None
+        self.bar = QProgressBar()
+        self.bar.setMaximumWidth(220)
+        self.bar.setFormat("GIF %v / %m")
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("✕ Cancel export")
+        self.cancel_button.setToolTip("Stop the GIF export: nothing is written")
+        self.cancel_button.clicked.connect(self.cancel)
+        status = window.statusBar()
+        status.addWidget(self.bar)
+        status.addWidget(self.cancel_button)
+        self.bar.hide()
+        self.cancel_button.hide()
+        window.installEventFilter(self)
+
+    @property
+    def running(self) -> bool:
+        return self.job is not None and self.job.running
+
+    def start(self, events: list[Event], path: str, reference: Any = None) -> bool:
+        """Begin exporting ``events`` as a GIF at ``path`` (False: one already runs, or the
+        path cannot be written, said in the window)."""
+        from .export import PROJECTOR, AnimationJob
+
+        if self.running:
+            _say(self.window, "A GIF export is running: wait for it, or cancel it first.")
+            return False
+        job = AnimationJob(events, path, PROJECTOR, reference=reference, parent=self)
+        job.progressed.connect(self._on_progressed)
+        job.finished.connect(self._on_finished)
+        job.failed.connect(self._on_failed)
+        job.cancelled.connect(self._on_cancelled)
+        self.job = job
+        if not job.start():
+            return False
+        self.bar.setRange(0, job.total)
+        self.bar.setValue(0)
+        self.bar.show()
+        self.cancel_button.show()
+        _say(self.window, f"Exporting {Path(path).name}: {job.total} frames, the window "
+                          "stays yours (Cancel in the status bar)")
+        return True
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+
+    def _done(self) -> None:
+        self.bar.hide()
+        self.cancel_button.hide()
+
+    def _on_progressed(self, done: int, total: int) -> None:
+        self.bar.setValue(done)
+
+    def _on_finished(self, path: str, n: int) -> None:
+        self._done()
+        w, h = self.job.size
+        _say(self.window, f"Exported {path}: {n} frames at {w} × {h}")
+
+    def _on_failed(self, message: str) -> None:
+        self._done()
+        view = getattr(self.window, "run_view", None)
+        if view is not None:
+            view.show_error(message, "error")
+        _say(self.window, f"Export failed: {message}")
+
+    def _on_cancelled(self) -> None:
+        self._done()
+        _say(self.window, "GIF export cancelled: nothing written.")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if watched is self.window and event.type() == QEvent.Type.Close:
+            self.cancel()  # closing the window ends the export: quitting stays quick
+        return False
+
+
 def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
     """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs."""
     from . import export
 
     menu = QMenu("&Export", window)
+    window.export_progress = progress = ExportProgress(window)
 
     def events() -> list[Event]:
         return list(window.run_view.record.events)
@@ -291,8 +403,7 @@ def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
 
     def transcript() -> None:
         path = _ask_path(window, "Export the transcript", "transcript.html", "HTML (*.html)")
-        if path:
-            export.export_transcript(events(), path)
+        if path and write_file(window, path, export.transcript_html(events())):
             say(f"Exported {path}")
 
     def animation(race: bool) -> None:
@@ -303,8 +414,7 @@ def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
         path = _ask_path(window, "Export an animation", "race.gif" if race else "run.gif",
                          "GIF (*.gif)")
         if path:
-            n = export.export_animation(source, path)
-            say(f"Exported {path}: {n} frames at 1920 × 1080")
+            progress.start(list(source), path, reference=window.run_view)
 
     for label, slot in (
             ("p/q panel of the shown round as PNG…", lambda: plot("pq-panel", "png")),
@@ -315,6 +425,7 @@ def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
             ("Run as an animated GIF (1920 × 1080)…", lambda: animation(False)),
             ("Race as an animated GIF (1920 × 1080)…", lambda: animation(True))):
         menu.addAction(label, slot)
+    menu.addAction("Cancel the GIF export", progress.cancel)
     return menu
 
 
@@ -384,6 +495,17 @@ def open_race_recording(window: Any, race_window: RaceWindow, path: str | None =
     return True
 
 
+_REPLAY_NOTE = re.compile(r"(Replaying|Replayed) |.* is a race: it plays in the race window")
+
+
+def clear_replay_note(window: Any) -> None:
+    """A live run began: a status line still speaking of a replay is stale (it stayed through
+    later live runs); say what runs now instead."""
+    label = getattr(window, "status_label", None)
+    if label is not None and _REPLAY_NOTE.match(label.text()):
+        label.setText("Live run started.")
+
+
 def install_stage(window: Any) -> RaceWindow:
     """Hook the race, the measured step and File → Export onto a MainWindow."""
     reporter = StepReporter(window)
@@ -394,6 +516,7 @@ def install_stage(window: Any) -> RaceWindow:
     window.race_window = race_window
     window.race_runner = RaceRunner(window, race_window)
     window.step_reporter = reporter
+    window.controller.started.connect(lambda _job: clear_replay_note(window))
 
     race = QAction("Race: speculative, then the target alone", window)
     race.setShortcut(QKeySequence(RACE_KEY))
@@ -418,6 +541,7 @@ def install_stage(window: Any) -> RaceWindow:
     return race_window
 
 
-__all__ = ["RaceRunner", "RaceWindow", "StepReporter", "build_export_menu", "export_plot",
+__all__ = ["ExportProgress", "RaceRunner", "RaceWindow", "StepReporter", "build_export_menu",
+           "export_plot", "write_file",
            "install_plot_menus", "install_stage", "measuring_loader", "open_if_race",
            "open_race_recording", "plot_menu", "race_recording"]

@@ -9,6 +9,7 @@ resampled or bonus token is drawn. Forward and back (PgDn / PgUp).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -164,13 +165,31 @@ class StagePanel(QWidget):
 class Stager:
     """Which phase of which round the bars show; forward / back move one phase."""
 
-    def __init__(self, bars: RoundBarsView, panel: StagePanel) -> None:
+    def __init__(self, bars: RoundBarsView, panel: StagePanel,
+                 on_phase: Callable[[Round | None, Phase | None, bool], None] | None = None
+                 ) -> None:
         self.bars = bars
         self.panel = panel
         self.round: Round | None = None
         self.phases: list[Phase] = []
         self.index = 0
+        # Told each phase shown (round, phase, whether it is the round's last), and
+        # (round, None, True) when staging ends: the other views reveal as much, no more.
+        self.on_phase = on_phase
         panel.hide()
+
+    @property
+    def at_end(self) -> bool:
+        """Whether the round is fully revealed (its last phase, or no round staged)."""
+        return self.round is None or self.index >= len(self.phases) - 1
+
+    def revealed(self) -> tuple[int, bool]:
+        """How much of the staged round the phase shown has revealed: drafts whose verdict
+        is shown, and whether the resampled / bonus token is drawn."""
+        if self.round is None:
+            return 0, False
+        phase = self.phases[self.index]
+        return phase.tested, phase.name == "extra" or self.at_end
 
     @property
     def active(self) -> bool:
@@ -184,9 +203,11 @@ class Stager:
         self.draw()
 
     def stop(self) -> None:
-        self.round = None
+        rnd, self.round = self.round, None
         self.panel.hide()
         self.bars.header.show()
+        if rnd is not None and self.on_phase is not None:
+            self.on_phase(rnd, None, True)  # staging ends: the round shows whole
 
     def forward(self) -> bool:
         if self.round is None or self.index >= len(self.phases) - 1:
@@ -282,6 +303,8 @@ class Stager:
         else:
             self.panel.rline.set(None, None, False)
             self.panel.rline.hide()
+        if self.on_phase is not None:
+            self.on_phase(rnd, phase, self.at_end)
 
     def snapshot(self) -> tuple:
         """What is on screen (for tests): caption, r line, every visible panel's bars."""

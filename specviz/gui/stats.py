@@ -45,6 +45,20 @@ def _style_plot(plot: pg.PlotItem, font: QFont, title: str) -> None:
         plot.addItem(pg.InfiniteLine(y, angle=0, movable=False, pen=pg.mkPen("#DDDDDD")))
 
 
+POS_TITLE = "Kept | reached"  # at each draft position (the x axis), given it was reached
+
+
+def pos_tooltip(kept: list[int], reached: list[int]) -> str:
+    """What the kept-by-position bars mean, with each position's counts."""
+    lines = ["Kept ÷ tested at each draft position 1…K, <b>given the position was reached</b>:"
+             " position i is tested only when drafts 1…i−1 were all kept, so a late position"
+             " is measured on fewer rounds (a high last bar does not make it the best)."]
+    if reached:
+        lines.append(" · ".join(f"{i}: {k}/{r}" for i, (k, r) in
+                                enumerate(zip(kept, reached, strict=False), 1)))
+    return "<br>".join(lines)
+
+
 def integer_ticks(top: float, most: int = 4, first: int = 0,
                   cover: bool = True) -> list[tuple[float, str]]:
     """Whole-number ticks from ``first`` up to ``top``, at most ``most`` of them.
@@ -102,7 +116,9 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             symbolPen=pg.mkPen("k"))
 
         self.pos_plot = self.addPlot(row=1, col=1)
-        _style_plot(self.pos_plot, font, "Kept by position")
+        # Conditional: position i is tested only when 1…i−1 were kept (a late position's
+        # high bar is no sign the last position is best).
+        _style_plot(self.pos_plot, font, POS_TITLE)
         self.pos_bars = pg.BarGraphItem(x=[], height=[], width=0.75, brush=SKY_BLUE,
                                         pen=pg.mkPen(BLUE, width=1))
         self.pos_plot.addItem(self.pos_bars)
@@ -130,11 +146,12 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.drafter_plot.setToolTip("α = kept ÷ tested, for the drafts each drafter proposed "
                                      "(n = drafts tested)")
         self._drafters: tuple[str, ...] | None = None
+        self._reached: list[int] = []
         self._k_top = -1
         self._k_rounds = -1
         self.hist_plot.setToolTip("Rounds with 0…K drafts accepted; ◆ what i.i.d. acceptance "
                                   "with the measured α would give")
-        self.pos_plot.setToolTip("Share of drafts accepted at each draft position 1…K")
+        self.pos_plot.setToolTip(pos_tooltip([], []))
         self.rate_plot.setToolTip("Accepted ÷ drafted: the running total and each round")
         for plot in (self.rate_plot, self.hist_plot, self.pos_plot, self.k_plot,
                      self.drafter_plot):
@@ -278,6 +295,10 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.hist_expected.setData(list(range(len(expected))), expected)
         by_pos = record.acceptance_by_position()
         self.pos_bars.setOpts(x=list(range(1, len(by_pos) + 1)), height=by_pos)
+        reached = record.reached
+        if reached != self._reached:  # the counts in the tooltip (only when they change)
+            self._reached = list(reached)
+            self.pos_plot.setToolTip(pos_tooltip(record.kept, reached))
         started = record.started
         self._set_k(max(k, started.settings.k if started is not None else 0))
         self._count_top = max([*hist, *expected, 1])

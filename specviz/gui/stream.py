@@ -109,6 +109,10 @@ class TokenStreamView(QTextEdit):
         self._cursor = QTextCursor(self.document())
         self.scale = 1.0  # zoom (gui/zoom.py)
         self.theme = LIGHT  # gui/themes.py: set_theme
+        # Follow the newest text until the user scrolls up; scrolling back down follows again.
+        self.following = True
+        self._scrolling = False  # our own scroll, not the user's
+        self.verticalScrollBar().valueChanged.connect(self._on_scrolled)
 
     def set_theme(self, theme: Theme) -> None:
         """Recolour every fragment drawn and every format to come (sizes and marks kept)."""
@@ -183,6 +187,8 @@ class TokenStreamView(QTextEdit):
         prompt_fmt.setFontPointSize(prompt_fmt.fontPointSize() * 0.8)  # context, not content
         self._cursor.insertText(visible_prompt(started.prompt, user_prompt, show_template),
                                 prompt_fmt)
+        self.following = True  # a new run: its output is what to see
+        self._follow()
 
     def output_text(self, start: int = 0, end: int | None = None) -> str:
         """The generated text of the tokens drawn in [start, end): no rejected drafts, no marks.
@@ -217,20 +223,60 @@ class TokenStreamView(QTextEdit):
         due = self._due_strikes(now)
         if not rounds and not due:
             return
-        bar = self.verticalScrollBar()
-        at_bottom = bar.value() >= bar.maximum() - 4
         self._cursor.beginEditBlock()
         self._strike(due)
         for rnd in rounds:
             self._add_round(rnd, now)
         self._cursor.endEditBlock()
-        if at_bottom:  # follow the text unless the user scrolled up to read
-            bar.setValue(bar.maximum())
+        self._follow()
 
-    def _add_round(self, rnd: Round, now: float) -> None:
+    def _follow(self) -> None:
+        """Show the newest text, unless the user scrolled up to read (a long prompt alone
+        filling the view is no reason to stop following: the output comes below it)."""
+        if self.following:
+            self._scrolling = True
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.maximum())
+            self._scrolling = False
+
+    def _on_scrolled(self, value: int) -> None:
+        if not self._scrolling:  # the user's scroll: follow again once back at the bottom
+            self.following = value >= self.verticalScrollBar().maximum() - 4
+
+    def show_partly(self, rnd: Round, tested: int, extra: bool, now: float = 0.0) -> None:
+        """A staged round as far as its phase has revealed it: the first ``tested`` verdicts
+        and, if ``extra``, the drawn token; nothing of what comes later (drawn again each step,
+        forward or back)."""
+        self.drop_round(rnd.index)
+        self._cursor.beginEditBlock()
+        self._add_round(rnd, now, tested=tested, extra=extra)
+        self._cursor.endEditBlock()
+        self._follow()
+
+    def drop_round(self, index: int) -> None:
+        """Remove what is drawn of round ``index`` and after it (the stream's tail)."""
+        cut = next((i for i, span in enumerate(self.spans) if span.round_index >= index), None)
+        if cut is None:
+            return
+        start = self.spans[cut].start
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        del self.spans[cut:], self._starts[cut:]
+        keep = [i for i, span in enumerate(self._marked) if span.start < start]
+        self._marked = [self._marked[i] for i in keep]
+        self._marked_starts = [self._marked_starts[i] for i in keep]
+        self._pending_strikes = [(t, span) for t, span in self._pending_strikes
+                                 if span.start < start]
+        self._cursor.movePosition(QTextCursor.MoveOperation.End)
+
+    def _add_round(self, rnd: Round, now: float, tested: int | None = None,
+                   extra: bool = True) -> None:
         kept = len(rnd.appended_ids)
         first = rnd.n_generated - kept  # index in the output of this round's first token
-        for d in rnd.drafted:
+        decided = [d for d in rnd.drafted if d.status != "discarded"]
+        for d in decided[:tested]:
             if d.status == "accepted" and d.index < kept:
                 self._insert(special_marker(rnd.appended_texts[d.index], d.text), "accepted",
                              rnd, d.index, first + d.index, d, None,
@@ -240,12 +286,15 @@ class TokenStreamView(QTextEdit):
                                     None, fmt_key="rejected_pending")
                 if span is not None:
                     self._pending_strikes.append((now + self.strike_delay_s, span))
-        extra = rnd.extra
-        if extra is not None and kept > rnd.n_accepted:
+        if not extra:
+            return
+        extra_token = rnd.extra
+        if extra_token is not None and kept > rnd.n_accepted:
             i = rnd.n_accepted
             draft = rnd.drafted[i] if i < len(rnd.drafted) else None
-            self._insert(special_marker(rnd.appended_texts[i], extra.text), extra.kind, rnd, i,
-                         first + i, draft, extra, output=rnd.appended_texts[i])
+            self._insert(special_marker(rnd.appended_texts[i], extra_token.text),
+                         extra_token.kind, rnd, i, first + i, draft, extra_token,
+                         output=rnd.appended_texts[i])
 
     def _insert(self, text: str, kind: str, rnd: Round, position: int, number: int | None,
                 draft: DraftPosition | None, extra: ExtraToken | None,

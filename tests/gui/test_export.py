@@ -168,7 +168,7 @@ MUTANTS = {
                                   [("return PROJECTOR_SCALE * width / PROJECTOR[0]",
                                     "return PROJECTOR_SCALE")]),
     "a frame per float time, equal moments apart": (
-        "test_a_race_animates_as_a_race", "animation_frames",
+        "test_a_race_animates_as_a_race", "plan_animation",
         [("moments = sorted({round(t, 6) for t in", "moments = sorted({t for t in")]),
     "laid out at the pixel size: small type": (
         "test_render_widget_draws_at_the_requested_size", "_offscreen",
@@ -181,7 +181,7 @@ MUTANTS = {
         "test_the_command_line_exports_without_a_model", "transcript_html",
         [("    if race is not None:\n        events = race.speculative.events\n", "")]),
     "no frame for the prompt": (
-        "test_animation_has_a_frame_per_round", "animation_frames",
+        "test_animation_has_a_frame_per_round", "plan_animation",
         [("if isinstance(event, Round) and not event.final or isinstance(event, RunStarted):",
           "if isinstance(event, Round) and not event.final:")]),
 }
@@ -223,3 +223,267 @@ def test_the_command_line_exports_without_a_model(qtbot, tmp_path: Path) -> None
     # Of a race, the speculative run: every token of it, none of the target alone's.
     assert page.count("data-round") == len(EXPECTED_TOKENS)
     assert 'class="tok target" data-round' not in page
+
+
+# -- the GIF export in the window: off the GUI thread, with progress, Cancel and close ----------
+# (Rehearsal: exporting race.jsonl froze the window ~50 s and closing it did not stop it.)
+
+
+def _window_with_a_run(qtbot, settings_store) -> object:
+    from tests.gui.windows import tiny_window
+
+    w = tiny_window(qtbot, settings_store, None)
+    for event in speculative_events():
+        w.run_view.apply(event)
+    w.run_view.flush()
+    return w
+
+
+def _answer_save_dialogs(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every save dialog answers ``path`` (patched on the class: a mutant's copy of the
+    module's functions sees it too)."""
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: (str(path), "")))
+
+
+def _start_gif(w, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _answer_save_dialogs(path, monkeypatch)
+    menu = next(a.menu() for a in w.menuBar().actions() if a.menu() is not None
+                and a.menu().title() == "&File")
+    export_menu = next(a.menu() for a in menu.actions() if a.menu() is not None)
+    next(a for a in export_menu.actions() if a.text().startswith("Run as an animated GIF")
+         ).trigger()
+
+
+class Ticks:
+    """Counts the turns of the event loop (a 0 ms timer fires once per turn)."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import QTimer
+
+        self.count = 0
+        self.timer = QTimer()
+        self.timer.setInterval(0)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+
+    def _tick(self) -> None:
+        self.count += 1
+
+
+def test_the_event_loop_turns_between_the_frames_of_a_gif_export(
+        qtbot, settings_store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = _window_with_a_run(qtbot, settings_store)
+    path = tmp_path / "run.gif"
+    ticks = Ticks()
+    _start_gif(w, path, monkeypatch)
+    # The menu's slot returns at once: nothing is drawn or written in it.
+    assert not path.exists()
+    job = w.export_progress.job
+    assert job.running and w.export_progress.bar.isVisibleTo(w)
+    assert w.export_progress.cancel_button.isVisibleTo(w)
+    seen: list[int] = []
+    job.drawn.connect(lambda done, total: seen.append(ticks.count))
+    before = ticks.count
+    qtbot.waitUntil(lambda: not job.running, timeout=60_000)
+    assert path.exists() and len(seen) == job.total == 5
+    # Counted in turns of the loop, not seconds: other events ran before and between frames.
+    assert all(b > a for a, b in zip([before, *seen], seen, strict=False)), seen
+    assert "Exported" in w.status_label.text() and not w.export_progress.bar.isVisibleTo(w)
+    with Image.open(path) as gif:
+        assert gif.n_frames == 5
+
+
+@pytest.mark.parametrize("how", ["cancel", "close"])
+def test_cancel_or_closing_the_window_stops_a_gif_export(
+        how: str, qtbot, settings_store, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    w = _window_with_a_run(qtbot, settings_store)
+    path = tmp_path / "run.gif"
+    _start_gif(w, path, monkeypatch)
+    job = w.export_progress.job
+    drawn: list[int] = []
+    job.drawn.connect(lambda done, total: drawn.append(done))
+    qtbot.waitUntil(lambda: len(drawn) >= 1, timeout=30_000)
+    if how == "cancel":
+        w.export_progress.cancel_button.click()
+    else:
+        w.close()
+    assert not job.running
+    assert job.wait(10.0)  # the encoding thread ended
+    stopped_at = len(drawn)
+    qtbot.wait(50)
+    assert len(drawn) == stopped_at < job.total  # no frame drawn after it
+    assert not path.exists() and list(tmp_path.glob("*.gif")) == []
+    if how == "cancel":
+        assert "cancelled" in w.status_label.text()
+
+
+def test_an_unwritable_path_is_one_message(qtbot, settings_store, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    w = _window_with_a_run(qtbot, settings_store)
+    missing = tmp_path / "no such folder"
+    _start_gif(w, missing / "run.gif", monkeypatch)
+    assert "does not exist" in w.run_view.banner.text()
+    assert not w.export_progress.running
+    # Save recording and Export transcript: one message each, the run still on screen.
+    for path, act in ((missing / "run.jsonl", lambda p: w.save_recording(str(p))),
+                      (missing / "t.html", None)):
+        w.run_view.clear_error()
+        if act is None:
+            _answer_save_dialogs(path, monkeypatch)
+            file_menu = next(a.menu() for a in w.menuBar().actions()
+                             if a.menu() is not None and a.menu().title() == "&File")
+            export_menu = next(a.menu() for a in file_menu.actions() if a.menu() is not None)
+            next(a for a in export_menu.actions() if a.text().startswith("Coloured transcript")
+                 ).trigger()
+        else:
+            act(path)
+        assert "Could not write" in w.run_view.banner.text() and str(path) in \
+            w.status_label.text()
+    assert len(w.run_view.record.rounds) == 4  # nothing lost
+
+
+def test_gif_frames_have_no_buttons_or_scroll_bars_and_whole_panels(qtbot) -> None:
+    from specviz.core.events import RunStarted
+
+    view = export._slide_run_view((1920, 1080))  # noqa: SLF001
+    qtbot.addWidget(view)
+    started, *rounds = speculative_events()
+    export._run_frame(view, [started, *rounds], (1920, 1080))  # noqa: SLF001
+    assert isinstance(started, RunStarted)
+    assert not view.follow_button.isVisible()
+    assert not view.stream.verticalScrollBar().isVisible()
+    bar = view.bars.scroll.verticalScrollBar()
+    assert not bar.isVisible() and bar.maximum() == 0  # every p/q panel whole: no axis cut
+
+
+def test_the_gif_speed_card_uses_the_figure_the_window_measured(qtbot) -> None:
+    from specviz.gui.run_view import RunView
+
+    window_view = RunView(frame_ms=1_000_000)
+    qtbot.addWidget(window_view)
+    window_view.set_target_step("tiny-target", "cpu", 0.08)
+    for event in speculative_events():
+        window_view.apply(event)
+    window_view.flush()
+    shown = window_view.speed.values["measured_speedup"].text()
+    assert shown.endswith("×")
+    view = export._slide_run_view((960, 540), reference=window_view)  # noqa: SLF001
+    qtbot.addWidget(view)
+    export._run_frame(view, speculative_events(), (960, 540))  # noqa: SLF001
+    assert view.speed.values["measured_speedup"].text() == shown
+
+
+def test_headers_say_the_k_policy_and_the_range_used() -> None:
+    from dataclasses import replace
+
+    started, *rest = speculative_events()
+    cost = replace(started, settings=replace(started.settings, k_policy="cost"))
+    page = transcript_html([cost, *rest])
+    assert "K by the cost policy (K\u00a02–3 used)" in page and "K = 3" not in page
+    assert "K\u00a0=\u00a03" in transcript_html(speculative_events())
+
+
+GIF_MUTANTS = {
+    # The old behaviour: the menu's slot drew and encoded every frame before returning.
+    "synchronous export": (
+        "test_the_event_loop_turns_between_the_frames_of_a_gif_export", "stage",
+        "build_export_menu",
+        [("progress.start(list(source), path, reference=window.run_view)",
+          "export.export_animation(list(source), path)")]),
+    # (Every frame drawn in one slot is no variant of this test's: drawing a widget offscreen
+    # processes events, so the loop turns; what froze the window was the encoding.)
+    "closing the window leaves the export running": (
+        "close", "stage", "ExportProgress",
+        [("            self.cancel()  # closing", "            pass  #")]),
+    "cancel lets the encoder write what it has": (
+        "cancel", "export", "AnimationJob",
+        [("        self._stop.set()  # before", "        pass  # before")]),
+    "transcript written without a check": (
+        "test_an_unwritable_path_is_one_message", "stage", "build_export_menu",
+        [("if path and write_file(window, path, export.transcript_html(events())):",
+          "if path and export.export_transcript(events(), path):")]),
+    "frames keep the scroll bars and cut panels": (
+        "test_gif_frames_have_no_buttons_or_scroll_bars_and_whole_panels", "export",
+        "_slide_run_view", [("    view.set_presenting(True)", "    pass")]),
+    "the speed card forgets the window's reference": (
+        "test_the_gif_speed_card_uses_the_figure_the_window_measured", "export",
+        "_slide_run_view", [("    if reference is not None:", "    if False:")]),
+}
+
+
+@pytest.mark.parametrize("name", list(GIF_MUTANTS))
+def test_the_gif_export_tests_reject_their_broken_variants(
+        name: str, qtbot, settings_store, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from specviz.gui import stage
+
+    test_name, module_name, attr, edits = GIF_MUTANTS[name]
+    module = {"stage": stage, "export": export}[module_name]
+    monkeypatch.setattr(module, attr, mutant(getattr(module, attr), *edits))
+    rejected = False
+    with qtbot.capture_exceptions() as raised_in_qt:  # a slot's traceback counts as a failure
+        try:
+            if test_name in ("cancel", "close"):
+                test_cancel_or_closing_the_window_stops_a_gif_export(
+                    test_name, qtbot, settings_store, tmp_path, monkeypatch)
+            elif test_name.startswith(("test_gif_frames", "test_the_gif")):
+                globals()[test_name](qtbot)
+            else:
+                globals()[test_name](qtbot, settings_store, tmp_path, monkeypatch)
+        except (AssertionError, AttributeError):
+            rejected = True
+    assert rejected or raised_in_qt
+
+
+# -- the command line: bad input is one line on stderr and exit code 2, never a traceback ------
+
+
+@pytest.mark.parametrize("case", ["missing recording", "truncated recording",
+                                  "unwritable gif", "unwritable html", "bad size", "no run"])
+def test_the_command_line_refuses_bad_input_in_one_line(case: str, qtbot, tmp_path: Path,
+                                                        capsys) -> None:
+    from specviz.core.events import to_json
+
+    good = tmp_path / "run.jsonl"
+    text = "".join(to_json(e) + "\n" for e in speculative_events())
+    good.write_text(text, encoding="utf-8")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(text[: len(text) // 2 + 7], encoding="utf-8")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    nowhere = tmp_path / "no such folder"
+    argv = {"missing recording": [str(tmp_path / "absent.jsonl"), "--html", str(tmp_path / "t")],
+            "truncated recording": [str(cut), "--html", str(tmp_path / "t.html")],
+            "unwritable gif": [str(good), "--gif", str(nowhere / "run.gif")],
+            "unwritable html": [str(good), "--html", str(nowhere / "t.html")],
+            "bad size": [str(good), "--size", "big"],
+            "no run": [str(empty), "--html", str(tmp_path / "t.html")]}[case]
+    try:
+        code = export.main(argv)
+    except SystemExit as exc:  # argparse's own refusals (exit 2)
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and "error:" in lines[-1]
+    assert sum("error" in line for line in lines) == 1  # argparse prints its usage first
+    assert not (nowhere.exists() or (tmp_path / "t.html").exists())
+
+
+def test_the_old_command_line_tracebacks_are_rejected(qtbot, tmp_path: Path, capsys,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broken variant: main without its checks (read_recording's error propagates)."""
+    broken = mutant(export.main, ("    try:\n        events = read_recording(args.recording)\n"
+                                  "    except OSError as exc:",
+                                  "    events = read_recording(args.recording)\n    try:\n"
+                                  "        pass\n    except OSError as exc:"))
+    monkeypatch.setattr(export, "main", broken)
+    from specviz.core.recording import RecordingError
+
+    with pytest.raises((AssertionError, RecordingError)):
+        test_the_command_line_refuses_bad_input_in_one_line("missing recording", qtbot,
+                                                            tmp_path, capsys)

@@ -37,6 +37,7 @@ from specviz.core.events import (
 )
 from specviz.gui.app import MainWindow
 from specviz.gui.geometry import first_geometry
+from specviz.gui.stats import POS_TITLE
 from tests.gui.layout_check import window_problems
 from tests.plain import plain
 
@@ -283,7 +284,7 @@ def test_old_dropped_tick_labels_are_caught(make_window) -> None:
     window.run_view.acceptance.pos_plot.showGrid(y=True)  # the old grid: "0" and "1" hidden
     QApplication.processEvents()
     problems = window_problems(window, (1366, 768 - FRAME))
-    assert any("dropped" in p and "Kept by position" in p for p in problems), problems
+    assert any("dropped" in p and POS_TITLE in p for p in problems), problems
     assert any("dropped" in p and wide in p for p in problems), problems
 
 

@@ -498,3 +498,198 @@ def test_zooming_while_presenting_keeps_every_panel_in_view(presenting) -> None:
     window.zoom.zoom_in()
     window.zoom.zoom_out()
     assert in_view() and not presentation_problems(window)
+
+
+# -- staged rounds hide the future; F10 walks phases (rehearsal: phase 1 showed the round's kept
+# and bonus tokens in the stream and plots; a second F10 skipped seven phases) ---------------
+
+
+def staged(qtbot, cls: type = RunView) -> RunView:
+    """Round 1 shown, then round 2 (" on", " a", "↵" kept, bonus "猫") staged as F10 does."""
+    v = cls(frame_ms=10_000)
+    qtbot.addWidget(v)
+    v.resize(1600, 900)
+    started, r0, r1, *_ = speculative_events()
+    for e in (started, r0):
+        v.apply(e)
+    v.flush(now=0.0)
+    v.stage_next = True
+    v.apply(r1)
+    v.flush(now=0.0)
+    return v
+
+
+def generated(v: RunView) -> str:
+    """The generated text the stream shows (no prompt, no struck drafts)."""
+    return "".join(span.output for span in v.stream.spans)
+
+
+def test_a_staged_round_shows_only_what_its_phase_revealed(qtbot, cls: type = RunView) -> None:
+    v = staged(qtbot, cls)
+    before = " the cat dog"  # round 1's output
+    assert v.stager.active and v.stager.index == 0
+    # phase by phase: draft, score, test x1, x2, x3, p at position 4, the bonus drawn
+    expected = [before, before, before + " on", before + " on a", before + " on a\n",
+                before + " on a\n", before + " on a\n猫"]
+    shown = [generated(v)]
+    rounds_said = [v.info.text()]
+    while v.stager.forward():
+        v.flush(now=0.0)
+        shown.append(generated(v))
+        rounds_said.append(v.info.text())
+    assert shown == expected
+    # The plots and numbers take the round in at its last phase only.
+    assert all("1 rounds" in t for t in rounds_said[:-1]) and "2 rounds" in rounds_said[-1]
+    v.stager.back()  # back a phase: the bonus and the round's figures go again
+    v.flush(now=0.0)
+    assert generated(v) == before + " on a\n" and "1 rounds" in v.info.text()
+
+
+def test_leaving_a_staged_round_shows_it_whole(qtbot) -> None:
+    v = staged(qtbot)
+    v.select_round(0)  # a click on a token leaves the staging
+    v.flush(now=0.0)
+    assert generated(v) == " the cat dog on a\n猫" and "2 rounds" in v.info.text()
+
+
+def test_f10_walks_the_phases_then_steps(window: MainWindow, monkeypatch,
+                                        cls: type | None = None) -> None:
+    w = window
+    steps: list[int] = []
+    monkeypatch.setattr(w.controller, "step", lambda: steps.append(1) or True)
+    started, r0, r1, *_ = speculative_events()
+    view = w.run_view
+    for e in (started, r0):
+        view.apply(e)
+    view.flush(now=0.0)
+    view.stage_next = True
+    view.apply(r1)
+    view.flush(now=0.0)
+    n = len(view.stager.phases)
+    for i in range(1, n):
+        w.step()  # F10's slot
+        assert (view.stager.index, steps) == (i, [])
+    w.step()  # at the round's last phase: the next round
+    assert steps == [1]
+
+
+STAGING_MUTANTS = {
+    "the stream shows the whole round at phase 1": (
+        "stream", [("        tested, extra = self.stager.revealed()\n",
+                    "        tested, extra = len(rnd.drafted), True\n")]),
+    "the plots and numbers count the staged round at once": (
+        "stats", [("        if self._before is not None and not self.stager.at_end:",
+                   "        if False:")]),
+    "F10 steps a round from any phase": (
+        "f10", [("        if self.run_view.stager.forward():\n            return\n", "")]),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGING_MUTANTS))
+def test_staging_tests_reject_their_broken_variants(name: str, qtbot, settings_store,
+                                                    tiny_pair, monkeypatch) -> None:
+    from tests.mutation import mutant
+
+    which, edits = STAGING_MUTANTS[name]
+    with pytest.raises(AssertionError):
+        if which == "f10":
+            w = tiny_window(qtbot, settings_store, tiny_pair, cls=mutant(MainWindow, *edits))
+            try:
+                test_f10_walks_the_phases_then_steps(w, monkeypatch)
+            finally:
+                w.close()
+        else:
+            test_a_staged_round_shows_only_what_its_phase_revealed(
+                qtbot, mutant(RunView, *edits))
+
+
+# -- stale and missing text (rehearsal items 11 and 12) ------------------------------------
+
+
+def test_a_demo_prompt_during_a_run_is_for_the_next_run(window: MainWindow,
+                                                         monkeypatch) -> None:
+    monkeypatch.setattr(window.controller, "state", "running")
+    window.demo_actions[3].trigger()
+    assert PARAGRAPH in window.prompt.toPlainText()
+    said = window.status_label.text()
+    assert "next run" in said and DEMOS[3].title in said
+
+
+def test_a_live_run_clears_a_stale_replay_note(window: MainWindow) -> None:
+    window.status_label.setText("Replaying the race race.jsonl in the race window (Space: "
+                                "pause, Home: again)")
+    window.controller.started.emit(7)
+    assert "Replaying" not in window.status_label.text()
+    window.status_label.setText("Saved 12 events to run.jsonl")
+    window.controller.started.emit(8)  # anything else stays
+    assert window.status_label.text() == "Saved 12 events to run.jsonl"
+
+
+def test_help_has_a_glossary_of_the_words_on_screen(window: MainWindow) -> None:
+    from specviz.gui.style import FATES, STREAM_KINDS
+
+    menus = {a.text(): a.menu() for a in window.menuBar().actions()}
+    assert "&Help" in menus
+    action = menus["&Help"].actions()[0]
+    assert action.shortcut().toString() == "F1"
+    action.trigger()
+    dialog = window.glossary
+    text = dialog.browser.toPlainText()
+    for kind in STREAM_KINDS:
+        assert FATES[kind].label in text
+    for term in ("α", "c", "v", "K", "Conditional on reaching the position"):
+        assert term in text
+    font = dialog.browser.font().pointSizeF()
+    assert font >= window.run_view.info.font().pointSizeF()  # read from the back, as the rest
+    dialog.close()
+
+
+def test_kept_by_position_says_it_is_conditional(view: RunView) -> None:
+    plot = view.acceptance.pos_plot
+    assert "reached" in plot.titleLabel.text
+    tip = plot.toolTip()
+    assert "given the position was reached" in tip and "1: 3/4" in tip  # kept / tested there
+
+
+HELP_MUTANTS = {
+    "no Help menu": ("test_help_has_a_glossary_of_the_words_on_screen",
+                     [("        install_help(self)", "        pass  #")]),
+    "the demo only changes the status line": (
+        "test_a_demo_prompt_during_a_run_is_for_the_next_run",
+        [("        demo.choose(self, chosen)\n",
+          "        self.prompt.setPlainText(chosen.prompt)\n"
+          "        self.statusBar().showMessage(f'Demo prompt: {chosen.note}', 15_000)\n")]),
+}
+
+
+@pytest.mark.parametrize("name", list(HELP_MUTANTS))
+def test_help_and_demo_tests_reject_their_broken_variants(name: str, qtbot, settings_store,
+                                                          tiny_pair, monkeypatch) -> None:
+    from tests.mutation import mutant
+
+    test_name, edits = HELP_MUTANTS[name]
+    w = tiny_window(qtbot, settings_store, tiny_pair, cls=mutant(MainWindow, *edits))
+    try:
+        with pytest.raises((AssertionError, KeyError)):
+            test = globals()[test_name]
+            test(w, monkeypatch) if "demo" in test_name else test(w)
+    finally:
+        w.close()
+
+
+def test_the_stale_replay_note_test_rejects_the_old_window(qtbot, settings_store, tiny_pair,
+                                                           monkeypatch) -> None:
+    """The broken variant: install_stage without clearing the note when a live run starts."""
+    from specviz.gui import app, stage
+    from tests.mutation import mutant
+
+    broken = mutant(stage.install_stage,
+                    ("    window.controller.started.connect(lambda _job: "
+                     "clear_replay_note(window))\n", ""))
+    monkeypatch.setattr(app, "install_stage", broken)
+    w = tiny_window(qtbot, settings_store, tiny_pair)
+    try:
+        with pytest.raises(AssertionError):
+            test_a_live_run_clears_a_stale_replay_note(w)
+    finally:
+        w.close()

@@ -283,3 +283,113 @@ def test_expected_speedup_uses_the_k_the_rounds_used() -> None:
     fixed = fixed_record.speed(target_step_s=0.04).expected_speedup
     assert fixed == pytest.approx(1.20, abs=0.005)  # the hand-computed figure above
     assert adaptive_record.speed(target_step_s=0.04).expected_speedup == pytest.approx(fixed)
+
+
+# -- paused and stepped time is not decoding time (rehearsal: two rounds stepped, then Stop,
+# showed 0.2 tokens/s and "measured speedup 0.16×") ---------------------------------------
+
+
+def stepped_events() -> list:
+    """The scripted run as if stepped: 10 s waiting for Step before rounds 2-4, stopped 20 s
+    after its last round (the rounds' own passes 0.08 s each, 0.1 s apart when running)."""
+    import dataclasses
+
+    started, *rounds, finished = speculative_events()
+    shifted = [dataclasses.replace(r, elapsed_s=r.elapsed_s + 10.0 * i)
+               for i, r in enumerate(rounds)]
+    wall = shifted[-1].elapsed_s + 20.0
+    finished = dataclasses.replace(
+        finished, stop_reason="stopped",
+        summary=dataclasses.replace(finished.summary, wall_time_s=wall,
+                                    tokens_per_s=10 / wall))
+    return [started, *shifted, finished]
+
+
+def test_paused_and_stepped_time_is_not_decoding_time(record_cls: type | None = None) -> None:
+    from specviz.gui import record as record_module
+
+    rec = (record_cls or record_module.RunRecord)()
+    for event in stepped_events():
+        rec.add(event)
+    # Running: 0.1 s, then each stepped round's passes alone (the wait left out): K 3 drafts
+    # 0.03 s + a verify pass 0.05 s; the last round drafted K 2, 0.02 s.
+    decoding = 0.1 + 0.08 + 0.08 + 0.07
+    stats = rec.speed(target_step_s=0.05)
+    assert stats.tokens_per_s == pytest.approx(10 / decoding)
+    assert stats.measured_speedup == pytest.approx(10 / decoding * 0.05)
+    # Unpaused, nothing changes: 10 tokens in the run's 0.5 s of wall time.
+    plain = record_module.RunRecord()
+    for event in speculative_events():
+        plain.add(event)
+    assert plain.speed().tokens_per_s == pytest.approx(20.0)
+
+
+def test_a_paused_baseline_is_no_slower(view: RunView) -> None:
+    import dataclasses
+
+    started, *rounds, finished = baseline_events()  # unpaused: 3 tokens in 0.3 s, 10 / s
+    rounds = [dataclasses.replace(r, elapsed_s=r.elapsed_s + 30.0 * i)
+              for i, r in enumerate(rounds)]
+    finished = dataclasses.replace(finished, summary=dataclasses.replace(
+        finished.summary, wall_time_s=rounds[-1].elapsed_s + 0.01))
+    play(view, [started, *rounds, finished])
+    (measured,) = view.baseline_tokens_per_s.values()
+    assert 10.0 <= measured <= 20.0  # paused rounds count their passes only (0.05 s each)
+
+
+def test_the_old_elapsed_time_is_rejected() -> None:
+    """The broken variant: tokens/s over the wall time, pauses included."""
+    from specviz.gui import record as record_module
+    from tests.mutation import mutant
+
+    broken = mutant(record_module.RunRecord,
+                    ("        elapsed = self.decoding_s()  # pauses and Step's waits are not "
+                     "decoding time\n",
+                     "        elapsed = self.finished.summary.wall_time_s if self.finished "
+                     "else last.elapsed_s\n"))
+    with pytest.raises(AssertionError):
+        test_paused_and_stepped_time_is_not_decoding_time(broken)
+
+
+# -- a long prompt: the stream follows the output (rehearsal: "summarise a paragraph" stayed on
+# the grey prompt all run) -------------------------------------------------------------------
+
+
+def test_the_stream_follows_the_output_under_a_long_prompt(qtbot, stream_cls: type | None = None
+                                                           ) -> None:
+    import dataclasses
+
+    from specviz.gui import stream as stream_module
+    from specviz.gui.demo import PARAGRAPH
+
+    view = stream_module.TokenStreamView() if stream_cls is None else stream_cls()
+    qtbot.addWidget(view)
+    view.resize(500, 300)
+    view.show()
+    started, *rounds, _ = speculative_events()
+    view.begin(dataclasses.replace(started, prompt=PARAGRAPH * 3), PARAGRAPH * 3)
+    bar = view.verticalScrollBar()
+    for rnd in rounds[:2]:
+        view.add_rounds([rnd], now=0.0)
+        QApplication.processEvents()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()  # the newest text in view
+    bar.setValue(0)  # the user scrolls up to read the prompt: the view stays there
+    view.add_rounds([rounds[2]], now=0.0)
+    assert bar.value() == 0
+    bar.setValue(bar.maximum())  # back at the bottom: following again
+    view.add_rounds([rounds[3]], now=0.0)
+    assert bar.value() == bar.maximum()
+
+
+def test_the_old_follow_rule_is_rejected(qtbot) -> None:
+    """The broken variant: follow only when already at the bottom (a long prompt never is)."""
+    from specviz.gui import stream as stream_module
+    from tests.mutation import mutant
+
+    broken = mutant(stream_module.TokenStreamView,
+                    ("        if self.following:\n            self._scrolling = True\n",
+                     "        bar = self.verticalScrollBar()\n"
+                     "        if bar.value() >= bar.maximum() - 4:\n"
+                     "            self._scrolling = True\n"))
+    with pytest.raises(AssertionError):
+        test_the_stream_follows_the_output_under_a_long_prompt(qtbot, broken)
