@@ -454,7 +454,8 @@ class CostPolicy:
         if not self.costs.knows(1):
             # The alternative to drafting is a plain step: measure its cost once, early.
             return Choice(0, "measuring a plain target step → K 0")
-        _, k = self._best(plan, cap)
+        rates = self.rates(plan, cap)
+        k = max(range(len(rates)), key=lambda i: (rates[i], -i))  # ties: the smaller K
         probe = ""
         self._probing = False
         stop_cap = 0
@@ -468,10 +469,26 @@ class CostPolicy:
             probe = f"probe after {self.plain} plain steps: " if k else ""
         v1 = self.costs.verify_cost(1)
         c = self.costs.draft_cost(plan) / v1
-        v = self.costs.verify_cost(k + 1) / v1
         who = "" if plan.key == plan.source else f"{plan.key}, "
-        return Choice(k, f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}, v {v:.1f} → K {k}",
+        head = f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}"
+        return Choice(k, f"{head}; {self._compared(rates, k)} → K {k}",
                       stop_cap if stop_cap > k else 0)
+
+    def _compared(self, rates: list[float], k: int) -> str:
+        """The figures behind K: its expected tokens/s and v (a pass of K + 1 tokens, in
+        one-token passes) against the best other K's, e.g. "K 0 9.8 tok/s at v 1.0 > K 1 7.1
+        tok/s at v 2.1" (a probe may draft against the rates: then "<")."""
+        v1 = self.costs.verify_cost(1)
+
+        def figures(j: int) -> str:
+            return f"K {j} {_rate(rates[j])} tok/s at v {self.costs.verify_cost(j + 1) / v1:.1f}"
+
+        others = [j for j in range(len(rates)) if j != k]
+        if k >= len(rates) or not others:
+            return f"v {self.costs.verify_cost(k + 1) / v1:.1f}"
+        other = max(others, key=lambda j: (rates[j], -j))
+        sign = ">" if rates[k] > rates[other] else "=" if rates[k] == rates[other] else "<"
+        return f"{figures(k)} {sign} {figures(other)}"
 
     def pick(self, plans: Sequence[Plan], cap: int) -> tuple[Plan, Choice]:
         if len(plans) == 1 or not self.costs.knows(1) or cap <= 0:
@@ -541,6 +558,11 @@ class CostPolicy:
                 est.tested = est.tested * self.DECAY + 1.0
 
 
+def _rate(tokens_per_s: float) -> str:
+    """Three significant figures (two rates a reason compares rarely agree to more)."""
+    return f"{tokens_per_s:.0f}" if tokens_per_s >= 1000 else f"{tokens_per_s:.3g}"
+
+
 class _ConfidenceStop:
     """The cost policy's rule for one round of model drafts: draft on while it pays."""
 
@@ -557,6 +579,9 @@ class _ConfidenceStop:
         self.all_kept = 1.0  # P_n: every draft so far kept
         self.sum = 0.0  # S = P_1 + … + P_n
         self.last = (0.0, 0.0)  # (confidence, its α̂) of the last draft asked about
+        # What the last question compared: (n, tokens/s stopping at n, the best n + m,
+        # tokens/s drafting on to it)
+        self.compared = (0, 0.0, 0, 0.0)
         self.stopped = False
 
     def __call__(self, drafted: int, confidence: float) -> bool:
@@ -566,23 +591,28 @@ class _ConfidenceStop:
         self.sum += self.all_kept
         n, o, c, v = drafted, self.o, self.c, self.v
         now = (1.0 + self.sum) / max(o + n * c + v[n + 1], 1e-12)
-        more, gain = 0.0, 0.0
+        more, gain, best = 0.0, 0.0, n
         nxt = self.policy.next_alpha(self.plan, confidence)  # drafts not yet made
         for m in range(1, self.cap - n + 1):
             gain = gain * nxt + nxt  # α̂ + … + α̂^m
-            more = max(more, (1.0 + self.sum + self.all_kept * gain)
-                       / max(o + (n + m) * c + v[n + m + 1], 1e-12))
+            rate = (1.0 + self.sum + self.all_kept * gain) / max(o + (n + m) * c + v[n + m + 1],
+                                                                 1e-12)
+            if rate > more:
+                more, best = rate, n + m
+        self.compared = (n, now, best, more)
         self.stopped = more <= now
         return not self.stopped
 
     def reason(self, k: int) -> str:
         v1 = self.v[1]
-        v = self.v[k + 1] / v1
-        head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}, v {v:.1f}"
+        head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}"
         conf, a = self.last
-        why = (f"stopped at q {conf:.2f} (keeps {a:.2f})" if self.stopped
-               else f"sure up to the cap {self.cap}")
-        return f"{head}; {why} → K {k}"
+        if not self.stopped:
+            return f"{head}, v {self.v[k + 1] / v1:.1f}; sure up to the cap {self.cap} → K {k}"
+        n, now, more_k, more = self.compared
+        return (f"{head}; stopped at q {conf:.2f} (keeps {a:.2f}): K {n} {_rate(now)} tok/s at "
+                f"v {self.v[n + 1] / v1:.1f} ≥ K {more_k} {_rate(more)} tok/s at v "
+                f"{self.v[more_k + 1] / v1:.1f} → K {k}")
 
 
 def make_policy(name: str, k: int) -> KPolicy:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -170,8 +171,46 @@ def test_cost_policy_reason_and_start() -> None:
     p = trained_policy(CostPolicy, 0.6, synthetic_costs(1.0, 0.1, 0.1, 0.0))
     choice = p.choose(MODEL, cap=100)
     assert choice.reason.startswith("α̂ 0.6") and f"→ K {choice.k}" in choice.reason
-    assert ", c 0.10, v " in choice.reason
+    assert ", c 0.10; " in choice.reason and f"K {choice.k} " in choice.reason
     assert p.choose(MODEL, cap=2).k <= 2  # the budget bounds it
+
+
+# The issue's round: α̂ 0.76, c 0.15 and K 0, which reads wrong beside "v 1.0" alone, since
+# with v(2) = v(1) K 1 would pay 1.76 / 1.15 ≈ 1.5x. On a CPU with F.linear v(2) ≈ 2.5 v(1).
+ISSUE_WIDTHS = {1: 0.1, 2: 0.25, 3: 0.27, 5: 0.3, 9: 0.36, 17: 0.5}
+FIGURES = re.compile(r"K (\d+) ([\d.]+) tok/s at v ([\d.]+)")
+
+
+def check_reason_shows_what_it_compared(cls: type[CostPolicy]) -> None:
+    """The reason names the chosen K and the best other K, each with its expected tokens/s
+    and its v, and those are the figures the rates were computed from."""
+    costs = CostModel()
+    for n, seconds in ISSUE_WIDTHS.items():
+        costs.verify.setdefault(n, _Mean()).add(seconds)
+    costs.draft.setdefault("model", _Mean()).add(0.015)  # c 0.15
+    p = trained_policy(cls, 0.76, costs)
+    choice = p.choose(MODEL, cap=16)
+    assert choice.k == 0 and choice.reason.endswith("→ K 0"), choice.reason
+    shown = [(int(j), float(rate), float(v)) for j, rate, v in FIGURES.findall(choice.reason)]
+    assert len(shown) == 2 and shown[0][0] == 0, choice.reason
+    rates = p.rates(MODEL, 16)
+    for j, rate, v in shown:
+        assert rate == pytest.approx(rates[j], abs=0.05)
+        assert v == pytest.approx(costs.verify_cost(j + 1) / costs.verify_cost(1), abs=0.05)
+    assert shown[0][1] >= shown[1][1] and shown[1][0] == max(range(1, 17), key=rates.__getitem__)
+
+
+def test_the_cost_reason_shows_what_it_compared() -> None:
+    check_reason_shows_what_it_compared(CostPolicy)
+
+
+def test_the_reason_check_rejects_v_of_the_chosen_width_alone() -> None:
+    """Broken, as the issue saw it: "α̂ 0.76, c 0.15, v 1.0 → K 0"."""
+    old = mutant(CostPolicy, ('return Choice(k, f"{head}; {self._compared(rates, k)} → K {k}",',
+                              'return Choice(k, f"{head}, v '
+                              '{self.costs.verify_cost(k + 1) / v1:.1f} → K {k}",'))
+    with pytest.raises(AssertionError):
+        check_reason_shows_what_it_compared(old)
 
 
 def test_cost_policy_first_round_is_not_a_cost_sample() -> None:
@@ -596,6 +635,7 @@ def test_confidence_stop_drafts_on_while_it_pays(cls: type[CostPolicy], correct:
         decisions[tuple(confs)] = go
         assert go == myopic_go_on(p, confs, 12), confs
         assert ("stopped" in rule.reason(len(confs))) == (not go)
+        assert rule.reason(len(confs)).count("tok/s at v") == (0 if go else 2)
     # A confident draft goes on, an unsure one ends the round. (With i.i.d. confidences as
     # here the next draft counts at the overall α̂ 0.37, so even two sure ones end it.)
     assert (decisions[(0.95,)] and not decisions[(0.15,)]
