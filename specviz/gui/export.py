@@ -559,7 +559,7 @@ class AnimationJob(QObject):
             return False
         self.plan = plan_animation(self.events, self.size, self.speed, self.reference)
         self.running = True
-        self._thread = threading.Thread(target=self._encode, name="specviz-gif", daemon=True)
+        self._thread = threading.Thread(target=self._encode, name="specviz-export-gif", daemon=True)
         self._thread.start()
         self._timer.start()
         return True
