@@ -308,8 +308,11 @@ class ControlsPanel(QWidget):
         self.prompt_label = QLabel("<b>Prompt</b> — what Run (F5) continues")
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Type a prompt here (multi-line and Chinese welcome)")
-        self.prompt.setMinimumHeight(72)
-        self.prompt.setMaximumHeight(180)
+        # Four lines: enough to see what runs, little enough to leave the form room at 768 px
+        # (longer prompts scroll inside the box; the stream shows them whole).
+        lines = self.prompt.fontMetrics().lineSpacing()
+        self.prompt.setMinimumHeight(3 * lines + 12)
+        self.prompt.setMaximumHeight(5 * lines + 12)
         self.prompt.setTabChangesFocus(True)
         self.prompt_label.setBuddy(self.prompt)
 
