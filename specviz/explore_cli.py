@@ -48,35 +48,31 @@ def base_settings(args: argparse.Namespace) -> Settings:
 
 
 def parse_config(text: str, base: Settings, allow_fixed: bool = False) -> Settings:
-    """``"k=2, k_policy=fixed"`` applied on ``base``; InputError says what is wrong."""
-    fields = {f.name: f for f in dataclasses.fields(Settings)}
-    changes: dict[str, Any] = {}
-    for part in text.replace(",", " ").split():
+    """``"k=2, k_policy=fixed"`` applied on ``base``, each pair read and checked by the options
+    table (``options.parse_assignment``); InputError says what is wrong."""
+    from .core.options import BY_NAME, parse_assignment, validate
+
+    settings = base
+    parts = text.replace(",", " ").split()
+    for part in parts:
         key, eq, value = part.partition("=")
-        key = key.strip().lower().replace("-", "_")
-        key = ALIASES.get(key, key)
+        key = ALIASES.get(key.strip().lower().replace("-", "_"), key.strip().lower())
         if not eq or not value:
             raise InputError(f"{text!r}: write each setting as key=value (e.g. k=4), got {part!r}.")
-        if key not in fields:
+        if key not in BY_NAME:
             raise InputError(f"{text!r}: no setting {key!r}; settings: "
-                             f"{', '.join(n for n in fields if n not in FIXED_KEYS)}.")
+                             f"{', '.join(n for n in BY_NAME if n not in FIXED_KEYS)}.")
         if key in FIXED_KEYS and not allow_fixed:
             raise InputError(f"{text!r}: {key} is shared by every run (set it with "
                              f"--{key.replace('_', '-')}).")
-        current = getattr(base, key)
         try:
-            if isinstance(current, bool):
-                raise ValueError
-            changes[key] = (float(value) if isinstance(current, float) else
-                            int(value) if isinstance(current, int) or key == "seed" else value)
-        except ValueError:
-            kind = "a number" if isinstance(current, float) else "an integer"
-            raise InputError(f"{text!r}: {key} must be {kind}, got {value!r}.") from None
-    if not changes:
+            settings = parse_assignment(f"{key}={value}", settings)
+        except InputError as exc:  # each pair is checked as it is applied, in order
+            if len(parts) == 1:
+                raise
+            raise InputError(f"in {text!r}: {exc}") from None
+    if not parts:
         raise InputError(f"{text!r}: an empty configuration (write key=value, e.g. k=4).")
-    settings = dataclasses.replace(base, **changes)
-    from .core.engine import validate
-
     validate(settings)
     return settings
 
@@ -287,7 +283,7 @@ def _numbers(text: str, kind: type, what: str) -> list[Any]:
 
 
 def sweep_points(args: argparse.Namespace) -> list[Any]:
-    from .core.engine import validate
+    from .core.options import validate
     from .core.sweep import Point
 
     base = dataclasses.replace(base_settings(args), drafter="model", k_policy="fixed")
