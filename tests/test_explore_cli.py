@@ -44,7 +44,8 @@ def test_configurations_parse_over_the_defaults() -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("k=", "key=value"), ("kk=3", "no setting 'kk'"), ("k=two", "K must be a whole number"), ("t=0.5 k=0", "in 't=0.5 k=0': K must be"),
+    ("k=", "key=value"), ("kk=3", "no setting 'kk'"), ("k=two", "K must be a whole number"),
+    ("t=0.5 k=0", "in 't=0.5 k=0': K must be"),
     ("k=40", "K must be between"), ("seed=3", "shared by every run"),
     ("drafter=magic", "drafter must be one of"), ("", "empty configuration"),
 ])
