@@ -1,10 +1,13 @@
 """Who proposes the drafts: the draft model, prompt lookup, or a hybrid of the two.
 
 A Drafter sees only the committed context (prompt + generated ids). Each round the engine
-asks it for a ``plan`` (which source it would use and how far it could go), lets the K
-policy pick K, asks for a ``proposal`` of up to K tokens, each with the q row it was drawn
-from, and afterwards tells it how many were kept (``update``) so it can roll its own state
-back. p = target, q = draft.
+asks it for a ``plan`` (which source it would use, how far it could go, and its own prior α
+and cost per draft, which the K policy reads), lets the K policy pick K, asks for a
+``proposal`` of up to K tokens, each with the q row it was drawn from, and afterwards tells it
+how many were kept (``update``) so it can roll its own state back; a drafter that set a
+``target_request`` also gets the target's outputs of the verify pass (``see_target``). Each
+drafter is registered by name in ``registry.py`` with a ``build_*_drafter`` factory below.
+p = target, q = draft.
 
 Lookup proposals are exact too: their q is one-hot on x, so x is kept with probability
 min(1, p(x)/1) = p(x) and a rejection resamples from norm(max(0, p − onehot(x))), which is p
