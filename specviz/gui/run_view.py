@@ -405,6 +405,7 @@ class RunView(QWidget):
 
     def _begin(self, started: RunStarted) -> None:
         self.record = RunRecord()
+        self.stager.stop()  # a round staged in the run before: not this run's, nothing to show
         self.backlog.clear()  # a previous run's undrawn rounds: its text goes now anyway
         self.selected = None
         self.follow_button.setEnabled(False)

@@ -487,3 +487,14 @@ def test_the_old_command_line_tracebacks_are_rejected(qtbot, tmp_path: Path, cap
     with pytest.raises((AssertionError, RecordingError)):
         test_the_command_line_refuses_bad_input_in_one_line("missing recording", qtbot,
                                                             tmp_path, capsys)
+
+
+def test_the_race_header_says_the_k_policy() -> None:
+    from dataclasses import replace
+
+    started, *rest = speculative_events()
+    cost = replace(started, settings=replace(started.settings, k_policy="cost"))
+    view = export._race_view([cost, *rest, *baseline_events()])  # noqa: SLF001
+    title = view.panes["speculative"].title.text()
+    assert "cost policy" in title and "K\u00a02–3 used" in title and "K\u00a0=" not in title
+    view.deleteLater()

@@ -693,3 +693,26 @@ def test_the_stale_replay_note_test_rejects_the_old_window(qtbot, settings_store
             test_a_live_run_clears_a_stale_replay_note(w)
     finally:
         w.close()
+
+
+def test_a_new_run_leaves_the_staged_round_of_the_last(qtbot) -> None:
+    v = staged(qtbot)
+    started, *_ = speculative_events()
+    v.apply(started)  # Run (F5) while a round is staged: the new run's first event
+    v.flush(now=0.0)
+    assert not v.stager.active and "0 rounds" in v.info.text() and generated(v) == ""
+
+
+def test_the_new_run_test_rejects_a_stager_left_running(qtbot) -> None:
+    """The broken variant: a new run that leaves the last run's staged round (and its
+    figures) on screen until its own first round."""
+    from tests.mutation import mutant
+
+    broken = mutant(RunView, ("        self.stager.stop()  # a round staged in the run before",
+                              "        pass  # a round staged in the run before"))
+    with pytest.raises(AssertionError):
+        v = staged(qtbot, broken)
+        started, *_ = speculative_events()
+        v.apply(started)
+        v.flush(now=0.0)
+        assert not v.stager.active and "0 rounds" in v.info.text() and generated(v) == ""
