@@ -643,6 +643,7 @@ class AnimationJob(QObject):
     def _close_plan(self) -> None:
         if self.plan is not None:
             self.plan.frames.close()  # type: ignore[attr-defined]  # its views go
+        self.events = []  # ended: the recording's events are not held any longer
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the encoding thread (tests); True if it has ended."""
@@ -709,8 +710,8 @@ def main(argv: list[str] | None = None) -> int:
         events = read_recording(args.recording)
     except OSError as exc:
         return _fail(f"cannot read {args.recording}: {exc.strerror or exc}")
-    except RecordingError as exc:
-        return _fail(f"{args.recording}: {exc}")
+    except RecordingError as exc:  # its message names the file where it reads it
+        return _fail(str(exc) if args.recording in str(exc) else f"{args.recording}: {exc}")
     if not any(isinstance(e, RunStarted) for e in events):
         return _fail(f"{args.recording} holds no run (no run_started event)")
     from .app import make_app

@@ -336,6 +336,8 @@ class ExportProgress(QObject):
         if self.running:
             _say(self.window, "A GIF export is running: wait for it, or cancel it first.")
             return False
+        if self.job is not None:
+            self.job.deleteLater()  # the last export's (ended) job: one at a time, kept none
         job = AnimationJob(events, path, PROJECTOR, reference=reference, parent=self)
         job.progressed.connect(self._on_progressed)
         job.finished.connect(self._on_finished)
