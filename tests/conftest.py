@@ -52,6 +52,15 @@ def _collect_between_tests() -> Iterator[None]:
     gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def _own_calibration_store(tmp_path_factory: pytest.TempPathFactory,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test keeps the cost policy's calibration in a file of its own (core/calibration.py),
+    never in the user's cache, and starts with none kept."""
+    path = tmp_path_factory.mktemp("calibration") / "calibration.json"
+    monkeypatch.setenv("SPECVIZ_CALIBRATION_STORE", str(path))
+
+
 _EXIT_STATUS: list[int] = []
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import replace
@@ -179,35 +180,128 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
 CALIBRATION_WIDTHS = (1, 2, 3, 5, 8, 11, 17)
 CALIBRATION_SWEEPS = 2
 _VERIFY_COSTS: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()
+_REFRESHING: weakref.WeakKeyDictionary[Any, threading.Thread] = weakref.WeakKeyDictionary()
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for the device's queued work (a pass on CUDA returns before it has run)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def measure_costs(target: CachedModel, token: int) -> dict[int, float]:
+    """Seconds of a target pass per width, timed now: the fastest of CALIBRATION_SWEEPS
+    sweeps per width (a burst of load from elsewhere lands on one sweep's width, not on all)."""
+    best = dict.fromkeys(CALIBRATION_WIDTHS, math.inf)
+    if target.fast is not None:  # the fixed path's widths captured before any is timed
+        target.fast.warm(list(CALIBRATION_WIDTHS))
+    for _ in range(CALIBRATION_SWEEPS):
+        for n in CALIBRATION_WIDTHS:
+            _sync(target.device)
+            t0 = time.perf_counter()
+            target.time_pass(n, token)
+            _sync(target.device)
+            best[n] = min(best[n], time.perf_counter() - t0)
+    return best
+
+
+def calibration_key(target: CachedModel) -> tuple[str, dict[str, Any]]:
+    """The store's key for ``target``'s passes here: machine, device, model and its path."""
+    from . import calibration
+
+    fast = target.fast
+    path = "transformers" if fast is None else "fast graphs" if fast.graphs else \
+        "fast fixed" if fast.fixed else "fast sliced"
+    parts = {**calibration.machine_parts(), **calibration.device_parts(target.device),
+             **calibration.model_parts(target.model, path), "widths": list(CALIBRATION_WIDTHS)}
+    return calibration.fingerprint(parts), parts
 
 
 def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
-    """Seconds of a target pass per width, timed once per target model (then remembered).
+    """Seconds of a target pass per width: remembered per target model in this process, else
+    kept from an earlier launch on this machine and device (core/calibration.py), else timed
+    now and kept.
 
     On a CPU v(n) is far from flat (SmolLM2-135M, 2 cores, 300-token context: ~83 ms for one
     token, ~105 ms for 5, ~220 ms for 11): the cost policy needs it before it may size a long
     lookup draft. Each width is one extra pass, cropped away; ~1 s once per pair.
     """
+    from . import calibration
+
     known = _VERIFY_COSTS.get(target.model)
     if known is None:
-        # Two sweeps, the faster of each width's two passes: a burst of load from elsewhere
-        # lands on one sweep's width, not on both.
-        sweeps = [{n: target.time_pass(n, token) for n in CALIBRATION_WIDTHS}
-                  for _ in range(CALIBRATION_SWEEPS)]
-        known = {n: min(sweep[n] for sweep in sweeps) for n in CALIBRATION_WIDTHS}
+        key, parts = calibration_key(target)
+        known = calibration.load(key, CALIBRATION_WIDTHS)
+        if known is None:
+            known = measure_costs(target, token)
+            calibration.save(key, known, parts)
         _VERIFY_COSTS[target.model] = known
     return known
 
 
-def calibrate(pair: ModelPair, context: int = 32) -> dict[int, float]:
+def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
+    """The target on the engine's path (fast_llama.serves_target) after a ``context``-token
+    prefix, and the last token of it."""
+    from .fast_llama import serves_target
+
+    target = CachedModel(pair.target, pair.vocab_size, fast=serves_target(pair.target))
+    ids = [i % pair.vocab_size for i in range(context)]
+    target.feed(ids, keep=1)
+    return target, ids[-1]
+
+
+def calibrate(pair: ModelPair, context: int = 32, refresh: bool = True) -> dict[int, float]:
     """:func:`verify_costs` for ``pair``'s target now, after a ``context``-token prefix, so
     that the first run with the cost policy does not pay for it inside its own clock (the app
-    calls this while loading; a race's first speculative run lost ~1 s to it otherwise)."""
+    calls this while loading; a race's first speculative run lost ~1 s to it otherwise).
+
+    Figures kept from an earlier launch return at once; with ``refresh`` a thread then times
+    the passes again and blends the result into the kept figures and this process's
+    (:func:`calibration.blend`: bounded, so a busy moment cannot wreck them). Join it with
+    :func:`wait_for_refresh`.
+    """
+    from . import calibration
+
     with torch.inference_mode():
-        target = CachedModel(pair.target, pair.vocab_size)
-        ids = [i % pair.vocab_size for i in range(context)]
-        target.feed(ids, keep=1)
-        return verify_costs(target, ids[-1])
+        target, token = _primed(pair, context)
+        key, parts = calibration_key(target)
+        kept = calibration.load(key, CALIBRATION_WIDTHS)
+        if kept is None:
+            known = _VERIFY_COSTS.get(pair.target)
+            if known is None:
+                known = measure_costs(target, token)
+                calibration.save(key, known, parts)
+                _VERIFY_COSTS[pair.target] = known
+            return known
+    _VERIFY_COSTS[pair.target] = kept
+    if refresh and pair.target not in _REFRESHING:
+        model = pair.target
+
+        def remeasure() -> None:
+            try:
+                with torch.inference_mode():
+                    again, tok = _primed(pair, context)
+                    blended = calibration.blend(kept, measure_costs(again, tok))
+                calibration.save(key, blended, parts)
+                _VERIFY_COSTS[model] = blended
+            except Exception:  # noqa: BLE001, S110 - the kept figures stand; nothing to tell
+                pass
+            finally:
+                _REFRESHING.pop(model, None)
+
+        thread = threading.Thread(target=remeasure, name="specviz-calibration", daemon=True)
+        _REFRESHING[model] = thread
+        thread.start()
+    return kept
+
+
+def wait_for_refresh(pair: ModelPair, timeout: float | None = None) -> None:
+    """Wait for :func:`calibrate`'s background re-measurement of ``pair``'s target, if any."""
+    thread = _REFRESHING.get(pair.target)
+    if thread is not None:
+        thread.join(timeout)
 
 
 def encode_prompt(tokenizer: Any, prompt: str, settings: Settings | None = None) -> list[int]:

@@ -1,11 +1,11 @@
-"""A decode-only forward for small Llama models on the CPU: the draft's per-token cost, halved.
+"""A decode-only forward for small Llama models: fewer kernels per step, KV in static buffers.
 
 A draft token of the bundled draft (4 layers, hidden 384) took ~3.6 ms through transformers'
 ``LlamaForCausalLM`` on this project's 2-core machine, of which the matrix products were
 ~1.5 ms: the rest was the framework around them (the cache's concatenations, masks, rotary
-tables, ~45 small tensors per layer). The draft is paid for per drafted token, so that share
-sets how long the cost policy can afford to draft. This runner computes the same function
-with the same weights and less around them:
+tables, ~45 small tensors per layer). On a GPU the same framework is all there is: a 135M
+model took ~20 ms a token on an H200 (issue 27), host-bound. This runner computes the same
+function with the same weights and less around them:
 
 - q, k and v come from one product with the three weights stacked, gate and up from another
   (per layer 4 products instead of 7), each in the form ``cpu_linear`` chose for the model;
@@ -13,18 +13,28 @@ with the same weights and less around them:
   a length and nothing is concatenated;
 - the rotary cos/sin come from the model's own rotary module, once per position.
 
-Only what it can reproduce is taken: a ``LlamaForCausalLM`` in fp32 (or fp64, the tests' tiny
-models) on the CPU, no biases, SiLU,
-a static rotary type, no sliding window, no gradients. Anything else (and
-``SPECVIZ_STOCK_FORWARD=1``) keeps transformers' forward. Logits agree with transformers' to
-float rounding (``tests/core/test_fast_llama.py``); the output law does not depend on them (q
-is whatever the draft gives, verified against p), and the target alone is never run here.
+Two ways through the buffers, same function:
+
+- *sliced* (CPU default): attend over ``keys[:end]``, write ``keys[start:end]``: the shapes
+  follow the length, nothing is computed for unused positions;
+- *fixed* (CUDA default): every shape depends on the step's width alone (attention over the
+  whole buffer under a mask built from a position tensor on the device), so one step of each
+  width 1 ... ``FIXED_WIDTHS`` is captured once as a CUDA graph and replayed per round with
+  the ids and the start position copied into its input tensors; a rollback moves the host's
+  length, which the next replay writes to the device. Without CUDA the same plumbing runs
+  eagerly (the tests check it on the CPU).
+
+Only what it can reproduce is taken: a ``LlamaForCausalLM`` on one device in fp32, fp64 (the
+tests' tiny models), fp16 or bf16, no biases, SiLU, a static rotary type, no sliding window,
+no gradients. Anything else (and ``SPECVIZ_STOCK_FORWARD=1``) keeps transformers' forward.
+Logits agree with transformers' to float rounding (``tests/core/test_fast_llama.py``).
 """
 
 from __future__ import annotations
 
 import os
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,6 +43,12 @@ import torch.nn.functional as F
 from .cpu_linear import FORMS, WIDTHS, _band
 
 STATIC_ROPE = ("default", "linear", "llama3")
+DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# Widths of the fixed path's steps (one graph each on CUDA): 1 + K drafts for K up to
+# policy.K_LIMIT (16). A wider feed (a prompt) takes the sliced path.
+FIXED_WIDTHS = 17
+# The fixed path's first buffer size (positions); growth re-captures the graphs.
+FIXED_CAPACITY = 1024
 _FUSED: weakref.WeakKeyDictionary[Any, _Weights] = weakref.WeakKeyDictionary()
 
 
@@ -43,10 +59,13 @@ def unsupported(model: Any) -> str | None:
     if type(model).__name__ != "LlamaForCausalLM":
         return f"{type(model).__name__} is not a LlamaForCausalLM"
     cfg = model.config
+    if getattr(model, "hf_device_map", None):
+        return "spread over devices (device_map)"
     params = list(model.parameters())
-    if any(p.device.type != "cpu" or p.dtype not in (torch.float32, torch.float64)
-           for p in params):
-        return "not fp32 (or the tests' fp64) on the CPU"
+    if len({p.device for p in params}) != 1:
+        return "parameters on more than one device"
+    if any(p.dtype not in DTYPES for p in params):
+        return "not fp32, fp16 or bf16 (or the tests' fp64)"
     if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
         return "biases"
     if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
@@ -57,6 +76,36 @@ def unsupported(model: Any) -> str | None:
     if rope.get("rope_type", rope.get("type", "default")) not in STATIC_ROPE:
         return f"rotary type {rope.get('rope_type')!r}"
     return None
+
+
+def serves_target(model: Any) -> bool:
+    """Whether the target (alone and when verifying: one path for both) runs on FastLlama.
+
+    CUDA: yes, with graphs (a step is host-bound there). CPU: yes; its linears already take
+    ``cpu_linear``'s forms, and the runner saves the rest (``benchmarks/fast_target.py``
+    prints the ratio). MPS: not measured, so transformers' forward stays.
+    """
+    if unsupported(model) is not None or os.environ.get("SPECVIZ_STOCK_TARGET") == "1":
+        return False
+    return bool(next(model.parameters()).device.type in ("cpu", "cuda"))
+
+
+def graphs_wanted(device: torch.device) -> bool:
+    """CUDA graphs for the fixed path: on CUDA unless ``SPECVIZ_NO_GRAPHS=1``."""
+    return device.type == "cuda" and os.environ.get("SPECVIZ_NO_GRAPHS") != "1"
+
+
+def _stack(*linears: Any) -> torch.Tensor:
+    """The linears' weights stacked into one tensor, each linear's weight then a view of its
+    rows (no second copy: a target's q/k/v and gate/up are most of its parameters)."""
+    with torch.inference_mode(False), torch.no_grad():  # plain tensors: the model may train
+        stacked = torch.cat([lin.weight for lin in linears]).contiguous()
+        at = 0
+        for lin in linears:
+            rows = lin.weight.shape[0]
+            lin.weight.data = stacked[at:at + rows]
+            at += rows
+    return stacked
 
 
 class _Weights:
@@ -71,11 +120,11 @@ class _Weights:
             a, m = layer.self_attn, layer.mlp
             self.layers.append((
                 layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon,
-                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).contiguous(),
+                _stack(a.q_proj, a.k_proj, a.v_proj),
                 a.o_proj.weight,
                 layer.post_attention_layernorm.weight,
                 layer.post_attention_layernorm.variance_epsilon,
-                torch.cat([m.gate_proj.weight, m.up_proj.weight]).contiguous(),
+                _stack(m.gate_proj, m.up_proj),
                 m.down_proj.weight,
             ))
         self.norm = inner.norm.weight
@@ -97,73 +146,232 @@ def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-class FastLlama:
-    """One sequence's decode state over a supported Llama: ``feed`` ids, ``crop`` back."""
+@dataclass
+class _Step:
+    """One width's fixed step: its input ids, its output logits, its graph (CUDA)."""
 
-    def __init__(self, model: Any, capacity: int = 256) -> None:
+    ids: torch.Tensor  # (width,) long
+    out: torch.Tensor | None = None  # (width, V_model), written by each replay
+    graph: Any = None  # torch.cuda.CUDAGraph
+
+
+@dataclass
+class _State:
+    """Buffers of one sequence: keys, values, rotary tables; the fixed path's steps."""
+
+    keys: torch.Tensor  # (layers, kv_heads, capacity, D)
+    values: torch.Tensor
+    cos: torch.Tensor  # (positions, D)
+    sin: torch.Tensor
+    start: torch.Tensor  # (1,) long: the fixed path's first position, on the device
+    steps: dict[int, _Step] = field(default_factory=dict)
+    pool: Any = None  # the graphs' shared memory pool
+
+
+# States with captured graphs outlive their runner: the next run of the same model takes one
+# back instead of capturing again (a run builds a new CachedModel, a new FastLlama).
+_SPARE: weakref.WeakKeyDictionary[Any, list[_State]] = weakref.WeakKeyDictionary()
+
+
+class FastLlama:
+    """One sequence's decode state over a supported Llama: ``feed`` ids, ``crop`` back.
+
+    ``fixed`` (default: on CUDA) takes the fixed-shape path for feeds of up to FIXED_WIDTHS
+    tokens; ``graphs`` (default: on CUDA) captures each of its widths once as a CUDA graph.
+    """
+
+    def __init__(self, model: Any, capacity: int = 256, *, fixed: bool | None = None,
+                 graphs: bool | None = None) -> None:
         w = _FUSED.get(model)
         if w is None:
             w = _FUSED[model] = _Weights(model)
         self.w = w
+        self.device = w.embed.device
+        self.graphs = graphs_wanted(self.device) if graphs is None else graphs
+        self.fixed = self.graphs if fixed is None else (fixed or self.graphs)
         self.length = 0
-        shape = (len(w.layers), w.kv_heads, capacity, w.head_dim)
-        dtype = w.embed.dtype
-        self.keys = torch.empty(shape, dtype=dtype)
-        self.values = torch.empty(shape, dtype=dtype)
-        self.cos = torch.empty(0, w.head_dim, dtype=dtype)
-        self.sin = torch.empty(0, w.head_dim, dtype=dtype)
+        spare = _SPARE.get(model) if self.graphs else None
+        if spare:
+            self.s = spare.pop()
+        else:
+            if self.fixed:
+                capacity = max(capacity, FIXED_CAPACITY if self.graphs else 0)
+            shape = (len(w.layers), w.kv_heads, capacity, w.head_dim)
+            dtype, dev = w.embed.dtype, self.device
+            # Zeros, not empty: the fixed path multiplies masked positions by weight 0, and
+            # 0 × NaN from uninitialised memory would be NaN.
+            self.s = _State(torch.zeros(shape, dtype=dtype, device=dev),
+                            torch.zeros(shape, dtype=dtype, device=dev),
+                            torch.empty(0, w.head_dim, dtype=dtype, device=dev),
+                            torch.empty(0, w.head_dim, dtype=dtype, device=dev),
+                            torch.zeros(1, dtype=torch.long, device=dev))
+            self._tables(capacity)
+        if self.graphs:  # back to the spare list when this runner is dropped
+            weakref.finalize(self, _SPARE.setdefault(model, []).append, self.s)
+
+    @property
+    def keys(self) -> torch.Tensor:
+        return self.s.keys
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.s.values
+
+    @property
+    def cos(self) -> torch.Tensor:
+        return self.s.cos
+
+    @property
+    def sin(self) -> torch.Tensor:
+        return self.s.sin
+
+    @property
+    def capacity(self) -> int:
+        return int(self.s.keys.shape[2])
+
+    def _tables(self, size: int) -> None:
+        """Rotary cos/sin for positions 0 ... size - 1, from the model's own module."""
+        pos = torch.arange(size, device=self.device)[None]
+        cos, sin = self.w.rotary(self.w.embed[:1][None], pos)
+        self.s.cos, self.s.sin = cos[0].contiguous(), sin[0].contiguous()
 
     def _ensure(self, end: int) -> None:
-        if end > self.keys.shape[2]:  # grow the buffers by doubling
-            size = max(end, 2 * self.keys.shape[2])
+        s = self.s
+        if end > self.capacity:  # grow the buffers by doubling
+            size = max(end, 2 * self.capacity)
             for name in ("keys", "values"):
-                old = getattr(self, name)
-                new = old.new_empty(old.shape[0], old.shape[1], size, old.shape[3])
+                old = getattr(s, name)
+                new = old.new_zeros(old.shape[0], old.shape[1], size, old.shape[3])
                 new[:, :, :self.length] = old[:, :, :self.length]
-                setattr(self, name, new)
-        if end > self.cos.shape[0]:  # rotary tables from the model's own module
-            size = max(end, 2 * self.cos.shape[0], 256)
-            pos = torch.arange(size)[None]
-            cos, sin = self.w.rotary(self.w.embed[:1][None], pos)
-            self.cos, self.sin = cos[0].contiguous(), sin[0].contiguous()
+                setattr(s, name, new)
+            s.steps.clear()  # the graphs read the old buffers: capture again
+        if end > s.cos.shape[0]:
+            self._tables(max(end, self.capacity))
+            s.steps.clear()
 
     def _mm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return FORMS[self.w.plan[_band(x.shape[0])]](x, weight, None)
 
     def feed(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         """Run ``ids`` (T,) after the held prefix; logits of the last ``keep`` positions."""
-        w = self.w
-        t, start = ids.shape[0], self.length
-        end = start + t
+        t = ids.shape[0]
+        end = self.length + t
         self._ensure(end)
-        cos, sin = self.cos[start:end], self.sin[start:end]  # (T, D)
-        half = w.head_dim // 2
-        nq, nkv, d = w.heads, w.kv_heads, w.head_dim
+        if self.fixed and t <= FIXED_WIDTHS:
+            logits = self._replay(ids, t)
+        else:
+            logits = self._sliced(ids, self.length, end)
+        self.length = end
+        return logits[t - keep:]
+
+    def _layer_qkv(self, x: torch.Tensor, layer: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+        """(q, k, v) of one layer before rotary, each (heads, T, D)."""
+        w, t = self.w, x.shape[0]
+        nq, nkv = w.heads, w.kv_heads
+        qkv = self._mm(_rms(x, layer[0], layer[1]), layer[2]).view(
+            t, nq + 2 * nkv, w.head_dim).transpose(0, 1)  # (heads, T, D)
+        return qkv[:nq + nkv], qkv[nq + nkv:]
+
+    def _rotate(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = self.w.head_dim // 2
+        return qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+
+    def _rest(self, x: torch.Tensor, attn: torch.Tensor, layer: tuple[Any, ...]) -> torch.Tensor:
+        """The layer after attention: output product, residual, MLP. attn (1, heads, T, D)."""
+        w, t = self.w, x.shape[0]
+        _, _, _, o_w, n2, e2, gu_w, down_w = layer
+        x = x + self._mm(attn[0].transpose(0, 1).reshape(t, w.heads * w.head_dim), o_w)
+        gu = self._mm(_rms(x, n2, e2), gu_w)
+        return x + self._mm(F.silu(gu[:, :w.intermediate]) * gu[:, w.intermediate:], down_w)
+
+    def _sliced(self, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
+        """The step over shapes that follow the length; logits of every fed position."""
+        w, s, t = self.w, self.s, ids.shape[0]
+        nq, nkv = w.heads, w.kv_heads
+        cos, sin = s.cos[start:end], s.sin[start:end]  # (T, D)
         mask = None
         if t > 1:  # the new tokens see the prefix and each other causally
-            mask = torch.ones(t, end, dtype=torch.bool).tril(diagonal=start)
+            mask = torch.ones(t, end, dtype=torch.bool, device=self.device).tril(diagonal=start)
         x = w.embed[ids]  # (T, H)
-        for li, (n1, e1, qkv_w, o_w, n2, e2, gu_w, down_w) in enumerate(w.layers):
-            h = _rms(x, n1, e1)
-            qkv = self._mm(h, qkv_w).view(t, nq + 2 * nkv, d).transpose(0, 1)  # (heads, T, D)
-            qk = qkv[:nq + nkv]
-            rot = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
-            qk = qk * cos + rot * sin
-            self.keys[li, :, start:end] = qk[nq:]
-            self.values[li, :, start:end] = qkv[nq + nkv:]
+        for li, layer in enumerate(w.layers):
+            qk, v = self._layer_qkv(x, layer)
+            qk = self._rotate(qk, cos, sin)
+            s.keys[li, :, start:end] = qk[nq:]
+            s.values[li, :, start:end] = v
             attn = F.scaled_dot_product_attention(
-                qk[:nq][None], self.keys[li, :, :end][None], self.values[li, :, :end][None],
+                qk[:nq][None], s.keys[li, :, :end][None], s.values[li, :, :end][None],
                 attn_mask=mask, scale=w.scale, enable_gqa=nq != nkv)  # (1, heads, T, D)
-            x = x + self._mm(attn[0].transpose(0, 1).reshape(t, nq * d), o_w)
-            h = _rms(x, n2, e2)
-            gu = self._mm(h, gu_w)
-            x = x + self._mm(F.silu(gu[:, :w.intermediate]) * gu[:, w.intermediate:], down_w)
-        self.length = end
-        return self._mm(_rms(x[t - keep:], w.norm, w.norm_eps), w.head)  # (keep, V_model)
+            x = self._rest(x, attn, layer)
+        return self._mm(_rms(x, w.norm, w.norm_eps), w.head)  # (T, V_model)
+
+    def _fixed_step(self, ids: torch.Tensor) -> torch.Tensor:
+        """The step over shapes set by the width alone (what a graph captures): positions
+        from the device tensor ``start``, attention over the whole buffer under a mask."""
+        w, s, t = self.w, self.s, ids.shape[0]
+        nq, nkv = w.heads, w.kv_heads
+        pos = s.start + torch.arange(t, device=self.device)  # (T,)
+        cos, sin = s.cos.index_select(0, pos), s.sin.index_select(0, pos)  # (T, D)
+        cols = torch.arange(self.capacity, device=self.device)
+        mask = cols[None] <= pos[:, None]  # (T, capacity): the prefix and causally the new ones
+        x = w.embed[ids]  # (T, H)
+        for li, layer in enumerate(w.layers):
+            qk, v = self._layer_qkv(x, layer)
+            qk = self._rotate(qk, cos, sin)
+            s.keys[li].index_copy_(1, pos, qk[nq:])
+            s.values[li].index_copy_(1, pos, v)
+            attn = F.scaled_dot_product_attention(
+                qk[:nq][None], s.keys[li][None], s.values[li][None],
+                attn_mask=mask, scale=w.scale, enable_gqa=nq != nkv)  # (1, heads, T, D)
+            x = self._rest(x, attn, layer)
+        return self._mm(_rms(x, w.norm, w.norm_eps), w.head)  # (T, V_model)
+
+    def _replay(self, ids: torch.Tensor, t: int) -> torch.Tensor:
+        """The fixed step of width ``t`` after the held prefix, through its graph if captured."""
+        step = self.s.steps.get(t)
+        if step is None:
+            step = self.s.steps[t] = self._capture(t)
+        step.ids.copy_(ids)
+        self.s.start.fill_(self.length)  # a rollback moved the host's length: say so
+        if step.graph is not None:
+            step.graph.replay()
+        else:
+            step.out = self._fixed_step(step.ids)
+        assert step.out is not None
+        return step.out.clone()  # the next replay overwrites step.out
+
+    def _capture(self, t: int) -> _Step:
+        """Width ``t``'s step; on CUDA with graphs, captured (its warm-up writes only positions
+        past the held prefix, which nothing reads)."""
+        step = _Step(torch.zeros(t, dtype=torch.long, device=self.device))
+        if not self.graphs:
+            return step
+        self.s.start.fill_(self.length)
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._fixed_step(step.ids)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.s.pool):
+            step.out = self._fixed_step(step.ids)
+        self.s.pool = graph.pool()
+        step.graph = graph
+        return step
+
+    def warm(self, widths: range | list[int]) -> None:
+        """Capture the fixed step of each width now (before a timed run); no-op off the path."""
+        if not self.fixed:
+            return
+        for t in widths:
+            if 1 <= t <= FIXED_WIDTHS:
+                self._ensure(self.length + t)
+                if t not in self.s.steps:
+                    self.s.steps[t] = self._capture(t)
 
     def crop(self, length: int) -> None:
         """Forget every position from ``length`` on (the buffers stay; a length moves)."""
         self.length = min(self.length, length)
 
 
-__all__ = ["FastLlama", "unsupported"]
+__all__ = ["FIXED_WIDTHS", "FastLlama", "graphs_wanted", "serves_target", "unsupported"]

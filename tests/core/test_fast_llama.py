@@ -19,19 +19,23 @@ V = 40
 Pairs = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def script(model: Any, runner: type = fast_llama.FastLlama) -> Pairs:
+def script(model: Any, runner: type = fast_llama.FastLlama, fixed: bool = False,
+           graphs: bool = False) -> Pairs:
     """(transformers' logits, the runner's) after each step of a draft-like session: a prompt,
-    one-token feeds, a rollback, a multi-token catch-up feed, and growth past the buffers."""
+    one-token feeds, a rollback, a multi-token catch-up feed, and growth past the buffers.
+    ``fixed``: the fixed-shape path (CUDA's) for every feed up to FIXED_WIDTHS; ``graphs``: its
+    steps captured as CUDA graphs (on CUDA)."""
     torch.manual_seed(0)
     ids = torch.randint(3, V, (80,)).tolist()
-    fast = runner(model, capacity=8)  # small: the buffers grow several times
+    dev = next(model.parameters()).device
+    fast = runner(model, capacity=8, fixed=fixed, graphs=graphs)  # small: the buffers grow
     held: list[int] = []
     pairs = []
 
     def step(new: list[int], keep: int) -> None:
         held.extend(new)
-        want = model(torch.tensor([held])).logits[0, -keep:]
-        got = fast.feed(torch.tensor(new), keep)
+        want = model(torch.tensor([held], device=dev)).logits[0, -keep:]
+        got = fast.feed(torch.tensor(new, device=dev), keep)
         pairs.append((want, got))
 
     step(ids[:12], 3)  # prompt
@@ -43,7 +47,12 @@ def script(model: Any, runner: type = fast_llama.FastLlama) -> Pairs:
     step(ids[25:26], 1)
     del held[-4:]
     fast.crop(len(held))
-    step(ids[30:75], 2)  # past the buffers and the first rotary table
+    step(ids[30:75], 2)  # past the buffers and the first rotary table (sliced: 45 > 17)
+    for i in range(75, 80):  # one-token steps after a long feed; then a rollback into it
+        step([ids[i]], 1)
+    del held[-6:]
+    fast.crop(len(held))
+    step(ids[40:43], 3)
     return pairs
 
 
@@ -53,8 +62,9 @@ def assert_same(pairs: Pairs) -> None:
         assert torch.allclose(got, want, atol=1e-9, rtol=1e-9), (i, float((got - want).abs().max()))
 
 
+@pytest.mark.parametrize("fixed", [False, True], ids=["sliced", "fixed"])
 @pytest.mark.parametrize("kv_heads", [2, 4])
-def test_logits_equal_transformers(kv_heads: int) -> None:
+def test_logits_equal_transformers(kv_heads: int, fixed: bool) -> None:
     model = tiny_llama(V, seed=3, layers=3)
     if kv_heads != model.config.num_key_value_heads:  # plain multi-head attention too
         cfg = LlamaConfig(**{**model.config.to_dict(), "num_key_value_heads": kv_heads})
@@ -62,13 +72,35 @@ def test_logits_equal_transformers(kv_heads: int) -> None:
         model = LlamaForCausalLM(cfg).to(torch.float64)
     assert fast_llama.unsupported(model) is None
     with torch.no_grad():
-        assert_same(script(model))
+        assert_same(script(model, fixed=fixed))
 
 
-BROKEN = {
+def test_fp32_logits_equal_transformers_to_1e_5() -> None:
+    """The bundled models' dtype: both paths within 1e-5 of transformers' fp32 forward."""
+    model = tiny_llama(V, seed=4, layers=3, dtype=torch.float32)
+    with torch.no_grad():
+        for fixed in (False, True):
+            for i, (want, got) in enumerate(script(model, fixed=fixed)):
+                assert float((got - want).abs().max()) < 1e-5, (fixed, i)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_follows_transformers(dtype: torch.dtype) -> None:
+    """fp16/bf16 (a GPU's usual dtypes) on the CPU: within a few rounding steps of
+    transformers' forward in the same dtype, and far closer than a wrong model."""
+    model = tiny_llama(V, seed=4, layers=2, dtype=torch.float32).to(dtype)
+    assert fast_llama.unsupported(model) is None
+    with torch.no_grad():
+        for fixed in (False, True):
+            for i, (want, got) in enumerate(script(model, fixed=fixed)):
+                scale = float(want.float().abs().max())
+                assert float((got.float() - want.float()).abs().max()) < 0.05 * scale, (fixed, i)
+
+
+SLICED = {
     "rotary from position 0 each feed": [
-        ("cos, sin = self.cos[start:end], self.sin[start:end]",
-         "cos, sin = self.cos[:t], self.sin[:t]")],
+        ("cos, sin = s.cos[start:end], s.sin[start:end]",
+         "cos, sin = s.cos[:t], s.sin[:t]")],
     "new tokens see each other unmasked": [
         ("tril(diagonal=start)", "tril(diagonal=end)")],
     "a rollback that forgets nothing": [
@@ -76,14 +108,29 @@ BROKEN = {
     "growth that drops the held keys": [
         ("new[:, :, :self.length] = old[:, :, :self.length]", "pass")],
 }
+# The fixed path's plumbing, as CUDA graphs replay it (run eagerly here; on CUDA below).
+FIXED = {
+    "a stale start after a rollback (the device's length not refreshed)": [
+        ("self.s.start.fill_(self.length)  # a rollback", "pass  #")],
+    "a step replayed at another width": [
+        ("step = self.s.steps.get(t)", "step = next(iter(self.s.steps.values()), None)")],
+    "the new tokens see each other unmasked": [
+        ("mask = cols[None] <= pos[:, None]", "mask = cols[None] < s.start + t")],
+    "keys written at the prefix's start": [
+        ("s.keys[li].index_copy_(1, pos, qk[nq:])",
+         "s.keys[li].index_copy_(1, pos - s.start, qk[nq:])")],
+}
+BROKEN = {**{("sliced", k): v for k, v in SLICED.items()},
+          **{("fixed", k): v for k, v in FIXED.items()}}
 
 
-@pytest.mark.parametrize("name", list(BROKEN))
-def test_broken_runners_are_caught(name: str) -> None:
+@pytest.mark.parametrize("name", list(BROKEN), ids=[f"{p}: {k}" for p, k in BROKEN])
+def test_broken_runners_are_caught(name: tuple[str, str]) -> None:
     model = tiny_llama(V, seed=3, layers=3)
     broken = mutant(fast_llama.FastLlama, *BROKEN[name])
-    with torch.no_grad(), pytest.raises(AssertionError):
-        assert_same(script(model, broken))
+    # A step at the wrong width may also fail loudly (ids of another shape): rejected too.
+    with torch.no_grad(), pytest.raises((AssertionError, RuntimeError, IndexError)):
+        assert_same(script(model, broken, fixed=name[0] == "fixed"))
 
 
 def test_cached_model_takes_the_runner_only_where_it_reproduces_the_model() -> None:
@@ -99,7 +146,24 @@ def test_cached_model_takes_the_runner_only_where_it_reproduces_the_model() -> N
         vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=2, attention_bias=True))
     assert "biases" in str(fast_llama.unsupported(biased))
-    assert "not fp32" in str(fast_llama.unsupported(llama.to(torch.bfloat16)))
+    assert fast_llama.unsupported(tiny_llama(V, seed=3).to(torch.bfloat16)) is None
+    spread = tiny_llama(V, seed=3)
+    spread.hf_device_map = {"model.layers.0": 0, "model.layers.1": "cpu"}
+    assert "device_map" in str(fast_llama.unsupported(spread))
+
+
+def test_the_target_takes_the_runner_where_it_is_measured_faster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU and CUDA: the target (alone and verifying) on the runner; a Mistral, the switch
+    SPECVIZ_STOCK_TARGET=1 and a device nobody measured keep transformers' forward."""
+    llama = tiny_llama(V, seed=3)
+    assert fast_llama.serves_target(llama)
+    assert not fast_llama.serves_target(MistralForCausalLM(MistralConfig(
+        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2)))
+    assert not fast_llama.serves_target(tiny_llama(V, seed=3).to("meta"))  # nor MPS
+    monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")
+    assert not fast_llama.serves_target(llama)
 
 
 def test_stock_forward_switch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,3 +185,23 @@ def test_cached_model_feeds_crops_and_times_through_the_runner() -> None:
         a, b = stock.feed([10, 11], keep=2), fast.feed([10, 11], keep=2)
     assert stock.ids == fast.ids == [4, 5, 6, 7, 8, 10, 11]
     assert torch.allclose(a, b, atol=1e-9)
+
+
+def test_stacked_weights_are_shared_not_copied() -> None:
+    """The runner's stacked q/k/v and gate/up are the model's own weights (views, no second
+    copy); the model's forward and its training are as before, also when the runner was
+    made under inference mode."""
+    model = tiny_llama(V, seed=6)
+    ids = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        before = model(ids).logits
+    with torch.inference_mode():
+        fast = fast_llama.FastLlama(model)
+    attn = model.model.layers[0].self_attn
+    stacked = fast.w.layers[0][2]
+    assert attn.k_proj.weight.data_ptr() == stacked[attn.q_proj.weight.shape[0]:].data_ptr()
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, before)
+    model.train()
+    model(ids, labels=ids).loss.backward()  # no "inference tensor" error
+    assert attn.q_proj.weight.grad is not None

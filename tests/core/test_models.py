@@ -396,3 +396,44 @@ def test_device_map_spreads_the_target_and_decodes_the_same(tmp_path: Path,
     # device_map="auto" on a machine with only a CPU: everything lands there, same output.
     auto = load_pair(str(draft), str(target), device="cpu", dtype="float32", device_map="auto")
     assert greedy_ids(auto) == ids
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps"])
+def test_auto_dtype_keeps_the_bundled_pair_in_fp32_on_a_gpu(device: str) -> None:
+    """Fake device strings (no GPU needed): the small bundled pair stays fp32 under "auto",
+    so the race reads identical at T = 0; any other model takes fp16; a named dtype wins."""
+    assert models.resolve_dtype("auto", device, small=True) == torch.float32
+    assert models.resolve_dtype("auto", torch.device(device), small=False) == torch.float16
+    assert models.resolve_dtype("fp16", device, small=True) == torch.float16
+    assert models.resolve_dtype("bf16", device, small=True) == torch.bfloat16
+    assert models.resolve_dtype("auto", "cpu") == torch.float32
+
+
+def test_only_the_bundled_models_count_as_small(tmp_path: Path) -> None:
+    bundled = models.ModelSource(models.BUNDLED_TARGET, models.BUNDLED_TARGET,
+                                 models.BUNDLED_TARGET, "bundled")
+    draft = models.ModelSource("d", str(models.BUNDLED_DRAFT_DIR), "d", "folder")
+    other = models.ModelSource("o", str(tmp_path), "o", "folder")
+    hub = models.ModelSource("qwen", "Qwen/Qwen2.5-7B-Instruct", "qwen", "cached")
+    assert models.is_small(bundled) and models.is_small(draft)
+    assert not models.is_small(other) and not models.is_small(hub)
+
+
+def test_load_model_asks_for_the_small_models_dtype(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_model passes the source's size to the dtype choice (a broken variant that drops
+    it would load the bundled pair in fp16 on a GPU)."""
+    seen: list[tuple[str, bool]] = []
+    real = models.resolve_dtype
+
+    def spy(dtype: str, device: torch.device | str, small: bool = False) -> torch.dtype:
+        seen.append((dtype, small))
+        return real(dtype, device, small)
+
+    monkeypatch.setattr(models, "resolve_dtype", spy)
+    monkeypatch.setattr(models, "is_small", lambda found: found.name == "t")
+    save_tiny(tmp_path / "t", word_tokenizer(), 2)
+    save_tiny(tmp_path / "o", word_tokenizer(), 2)
+    load_model(str(tmp_path / "t"), device="cpu")
+    load_model(str(tmp_path / "o"), device="cpu")
+    assert seen == [("auto", True), ("auto", False)]
