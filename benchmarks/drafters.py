@@ -2,16 +2,21 @@
 
     .venv/bin/python benchmarks/drafters.py [--sets grounded,template,free] [--prompts 4]
         [--temperatures 0,1] [--max-new-tokens 64] [--combos model:fixed,lookup:cost:6,...]
+        [--device auto|cpu|cuda|mps] [--dtype auto|fp32|fp16|bf16]
 
 (``model:cost-upfront``: the cost policy choosing K before drafting, its confidence stop off;
 ``…-stock`` after any policy: the draft model on transformers' forward instead of FastLlama.)
 
 For each prompt, interleaved (so a drifting machine load hits every row alike): the target
 alone (specviz's AutoregressiveDecoder), every drafter × K policy, and at T = 0 transformers'
-plain greedy ``generate`` and ``generate(prompt_lookup_num_tokens=10)``. Per set and
-temperature it prints α = P(kept | tested), tokens per round, the geometric mean and the
-minimum over prompts of tokens/s ÷ the target alone's, and the time spent outside model
-forward passes as a share of wall time. A background teacher (specviz-teacher) is paused
+plain greedy ``generate`` and ``generate(prompt_lookup_num_tokens=10)``, on CUDA also
+``generate(cache_implementation="static")``, which transformers compiles (``torch.compile``,
+reduce-overhead: CUDA graphs); a row that fails prints one line and is dropped. Every row runs
+on ``--device``. Per set and temperature it prints α = P(kept | tested), tokens per round,
+the tokens/s of each row (all prompts' tokens over all their time), the geometric mean and
+the minimum over prompts of tokens/s ÷ the target alone's, the time spent outside model
+forward passes as a share of wall time, and at T = 0 how many prompts gave the target
+alone's text ("same"). A background teacher (specviz-teacher) is paused
 while it runs; pause any other CPU work first: on a shared machine only the ratios mean
 anything.
 
@@ -60,6 +65,7 @@ class Row:
     tally: Tally = field(default_factory=Tally)
     ratios: list[float] = field(default_factory=list)
     mismatches: int = 0
+    compared: int = 0  # prompts checked against the target alone's text (T = 0)
 
     def line(self, name: str) -> str:
         t = self.tally
@@ -68,9 +74,10 @@ class Row:
         per_round = f"{t.mean_tokens_per_round:5.2f}" if t.rounds else "    -"
         overhead = f"{100 * t.overhead_share:5.1f}%" if t.forward_time_s else "     -"
         worst = min(self.ratios) if self.ratios else 0.0
-        miss = f"  {self.mismatches} differ" if self.mismatches else ""
-        return (f"  {name:<26} {alpha}  {per_round}  {geo:6.2f}x  {worst:6.2f}x  {overhead}"
-                f"{miss}")
+        tps = f"{t.tokens / t.wall_time_s:7.1f}" if t.wall_time_s else "      -"
+        same = f"{self.compared - self.mismatches}/{self.compared}" if self.compared else "-"
+        return (f"  {name:<26} {alpha}  {per_round}  {tps}  {geo:6.2f}x  {worst:6.2f}x  "
+                f"{overhead}  {same:>5}")
 
 
 def run_specviz(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str
@@ -82,15 +89,54 @@ def run_specviz(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str
     return wall, done
 
 
-def run_hf(pair: ModelPair, prompt: str, max_new: int, lookup: int | None
-           ) -> tuple[float, list[int]]:
+HF_GREEDY, HF_LOOKUP, HF_STATIC = "hf greedy", "hf prompt lookup 10", "hf static compiled"
+# The static cache sized once for every prompt (a new size would compile again).
+STATIC_CACHE_LEN = 1024
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued GPU work, so a clock read after it counts it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def run_hf(pair: ModelPair, prompt: str, max_new: int, row: str) -> tuple[float, list[int]]:
+    """transformers' greedy ``generate`` on the pair's device: plain, prompt lookup (10), or
+    with a static cache (compiled by transformers on CUDA)."""
     ids = pair.tokenizer(prompt, return_tensors="pt", add_special_tokens=True)["input_ids"]
-    extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}
+    ids = ids.to(pair.device)
+    extra: dict[str, object] = {}
+    if row == HF_LOOKUP:
+        extra["prompt_lookup_num_tokens"] = 10
+    elif row == HF_STATIC:
+        extra.update(cache_implementation="static", max_cache_len=STATIC_CACHE_LEN)
+    sync(pair.device)
     t0 = time.perf_counter()
     with torch.inference_mode():
         out = pair.target.generate(ids, do_sample=False, max_new_tokens=max_new,
                                    pad_token_id=pair.tokenizer.eos_token_id, **extra)
+    sync(pair.device)
     return time.perf_counter() - t0, [int(i) for i in out[0, ids.shape[1]:]]
+
+
+def hf_rows(pair: ModelPair, warm: str, enabled: bool) -> list[str]:
+    """transformers' rows that run here: each warmed once (the static one compiles then); a
+    row that fails says so in one line and is left out."""
+    if not enabled:
+        return []
+    rows = [HF_GREEDY, HF_LOOKUP] + ([HF_STATIC] if pair.device.type == "cuda" else [])
+    working = []
+    for row in rows:
+        try:
+            run_hf(pair, warm, 8, row)
+            working.append(row)
+        except Exception as exc:  # noqa: BLE001 - a missing compiler etc.: one line, no row
+            print(f"# {row}: left out ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+    if pair.device.type != "cuda":
+        print(f"# {HF_STATIC}: CUDA only (transformers compiles generate on CUDA)")
+    return working
 
 
 def lookup_alpha_by_match(pair: ModelPair, sets: list[str], n_prompts: int, max_new: int,
@@ -149,6 +195,9 @@ def main() -> None:
     ap.add_argument("--combos", default=",".join(ALL_COMBOS))
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' generate rows")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"),
+                    help="where every row runs (specviz's and transformers')")
+    ap.add_argument("--dtype", default="auto", help="auto (the bundled pair: fp32), fp16, ...")
     ap.add_argument("--lookup-alpha", action="store_true",
                     help="only the timing-free α of lookup by match length (hybrid's rule)")
     ap.add_argument("--no-pause-teacher", action="store_true",
@@ -161,7 +210,7 @@ def main() -> None:
 def run(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(*PRESETS[DEFAULT_PAIR])
+    pair = load_pair(*PRESETS[DEFAULT_PAIR], device=args.device, dtype=args.dtype)
     tok = pair.tokenizer
     if args.lookup_alpha:
         lookup_alpha_by_match(pair, args.sets.split(","), args.prompts, args.max_new_tokens,
@@ -174,8 +223,12 @@ def run(args: argparse.Namespace) -> None:
     def row_name(d: str, p: str, lk: str) -> str:
         return f"{d} {p}" + (f" lk{lk}" if lk != str(args.lookup_k) else "")
 
-    print(f"# {DEFAULT_PAIR}; {args.prompts} prompts per set, {args.max_new_tokens} new tokens, "
-          f"K {args.k}, lookup K {args.lookup_k}, torch threads {torch.get_num_threads()}")
+    device = pair.device
+    gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+    print(f"# {DEFAULT_PAIR} on {device}{gpu}, {str(pair.dtype).removeprefix('torch.')}, torch "
+          f"{torch.__version__}; {args.prompts} prompts per set, {args.max_new_tokens} new "
+          f"tokens, K {args.k}, lookup K {args.lookup_k}, torch threads "
+          f"{torch.get_num_threads()}")
     # Warm-up (first forwards allocate), not counted.
     warm = chat_prompt(tok, "Hello")
     plain = Settings(temperature=0, max_new_tokens=8, drafter="model", k_policy="fixed",
@@ -187,6 +240,8 @@ def run(args: argparse.Namespace) -> None:
     run_specviz(SpeculativeDecoder(pair, Settings(temperature=0, max_new_tokens=8,
                                                   k_policy="cost", drafter="model",
                                                       lookup_k=10)), warm)
+    hf_names = hf_rows(pair, warm, not args.no_hf and "0" in
+                       [f"{float(t):g}" for t in args.temperatures.split(",")])
 
     for temperature in (float(t) for t in args.temperatures.split(",")):
         for set_name in args.sets.split(","):
@@ -194,10 +249,8 @@ def run(args: argparse.Namespace) -> None:
                        for text, chat in SETS[set_name]()[:args.prompts]]
             rows: dict[str, Row] = {"target alone": Row()}
             rows.update({row_name(d, p, lk): Row() for d, p, lk in combos})
-            hf = temperature == 0 and not args.no_hf
-            if hf:
-                rows["hf greedy"] = Row()
-                rows["hf prompt lookup 10"] = Row()
+            hf = list(hf_names) if temperature == 0 else []
+            rows.update({name: Row() for name in hf})
             t_start = time.perf_counter()
             for i, prompt in enumerate(prompts):
                 base = Settings(k=args.k, lookup_k=args.lookup_k, temperature=temperature,
@@ -210,14 +263,19 @@ def run(args: argparse.Namespace) -> None:
                     **base.__dict__, "drafter": d,
                     "k_policy": p.removesuffix(STOCK).removesuffix(UPFRONT),
                     "lookup_k": int(lk)})) for d, p, lk in combos]
-                if hf:
-                    jobs += [("hf greedy", None), ("hf prompt lookup 10", 10)]
+                jobs += [(name, None) for name in hf if name in hf_names]
                 shift = i % len(jobs)
                 results: dict[str, tuple[float, list[int], RunFinished | None]] = {}
                 for name, job in jobs[shift:] + jobs[:shift]:
                     if name.startswith("hf "):
-                        w, ids = run_hf(pair, prompt, args.max_new_tokens,
-                                        job if isinstance(job, int) else None)
+                        try:
+                            w, ids = run_hf(pair, prompt, args.max_new_tokens, name)
+                        except Exception as exc:  # noqa: BLE001 - one line, the row dropped
+                            print(f"# {name}: dropped ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0][:160]})", flush=True)
+                            hf_names.remove(name)
+                            rows.pop(name)
+                            continue
                         results[name] = (w, ids, None)
                     else:
                         assert isinstance(job, Settings)
@@ -244,17 +302,19 @@ def run(args: argparse.Namespace) -> None:
                         row.tally.wall_time_s += w
                     # EOS may end one side earlier: compare what both produced.
                     n = min(len(ids), len(ref_ids))
-                    if temperature == 0 and ids[:n] != ref_ids[:n]:
-                        row.mismatches += 1
+                    if temperature == 0:
+                        row.compared += 1
+                        row.mismatches += ids[:n] != ref_ids[:n]
                 print(f"# {set_name} T={temperature:g} prompt {i + 1}/{len(prompts)} done",
                       file=sys.stderr, flush=True)
             print(f"\n{set_name}, T = {temperature:g} ({len(prompts)} prompts, "
                   f"{time.perf_counter() - t_start:.0f} s)")
-            print(f"  {'':<26} {'α':>5}  {'tok/r':>5}  {'geomean':>7}  {'worst':>7}  overhead")
+            print(f"  {'':<26} {'α':>5}  {'tok/r':>5}  {'tok/s':>7}  {'geomean':>7}  "
+                  f"{'worst':>7}  overhead   same")
             for name, row in rows.items():
                 print(row.line(name), flush=True)
-            if hf:
-                g, lk = rows["hf greedy"].ratios, rows["hf prompt lookup 10"].ratios
+            if HF_GREEDY in rows and HF_LOOKUP in rows:
+                g, lk = rows[HF_GREEDY].ratios, rows[HF_LOOKUP].ratios
                 geo = math.exp(statistics.fmean(math.log(b / a) for a, b in zip(g, lk,
                                                                                  strict=True)))
                 print(f"  transformers' prompt lookup over its own greedy: {geo:.2f}x")

@@ -1,14 +1,16 @@
 """Engine speed, side by side in one run: target alone, specviz, transformers' assisted generate.
 
     .venv/bin/python benchmarks/engine_speed.py [--pairs self,random,distilled] [--k 4]
+        [--device cpu|cuda|mps] [--dtype auto]
 
 For each pair it runs, interleaved and repeated over the same prompts and settings:
   * the target alone (specviz's AutoregressiveDecoder; also plain ``generate`` as a check),
   * specviz's SpeculativeDecoder (emitting every event, top-10 per distribution),
   * ``target.generate(assistant_model=draft)`` with a constant K (no dynamic schedule).
 It prints tokens/s ratios, the measured acceptance rate α, and the speedup predicted
-from α, K and the measured costs next to the measured speedup. Absolute times are
-printed for context only: on a shared machine only the ratios mean anything.
+from α, K and the measured costs (each model's pass as the engine runs it: FastLlama where
+the engine takes it) next to the measured speedup. Every row runs on ``--device``. Absolute
+times are printed for context only: on a shared machine only the ratios mean anything.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from specviz.core.drafters import CachedModel  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import RunFinished, Settings  # noqa: E402
+from specviz.core.fast_llama import serves_target  # noqa: E402
 from specviz.core.models import (  # noqa: E402
     LoadedModel,
     ModelPair,
-    cached_forward,
     default_draft,
     draft_id_table,
     load_model,
@@ -62,21 +65,29 @@ def timed(fn):  # type: ignore[no-untyped-def]
     return time.perf_counter() - t0, result
 
 
-def forward_cost(model: torch.nn.Module, prompt_ids: torch.Tensor, n_tokens: int,
-                 reps: int = 8) -> float:
-    """Median seconds for one cached forward of ``n_tokens`` new tokens after the prompt."""
-    from transformers import DynamicCache
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
+
+def forward_cost(model: torch.nn.Module, prompt_ids: torch.Tensor, n_tokens: int, fast: bool,
+                 reps: int = 8) -> float:
+    """Median seconds for one cached forward of ``n_tokens`` new tokens after the prompt, on
+    the path the engine runs ``model`` on (``fast``: FastLlama where it can)."""
+    rows = int(model.get_output_embeddings().weight.shape[0])  # type: ignore[operator]
     times = []
     with torch.inference_mode():
-        cache = DynamicCache(config=model.config)  # type: ignore[attr-defined]
-        cached_forward(model, cache, input_ids=prompt_ids)
+        lm = CachedModel(model, rows, fast=fast)
+        ids = [int(i) for i in prompt_ids[0]]
+        lm.feed(ids, keep=1)
         for _ in range(reps):
-            new = prompt_ids[:, :n_tokens]
+            sync(lm.device)
             t0 = time.perf_counter()
-            cached_forward(model, cache, input_ids=new, logits_to_keep=n_tokens)
+            lm.time_pass(n_tokens, ids[-1])
+            sync(lm.device)
             times.append(time.perf_counter() - t0)
-            cache.crop(-n_tokens)
     return statistics.median(times)
 
 
@@ -111,7 +122,7 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     mismatches = 0
     for rep in range(reps + 1):  # the first pass warms up and is not counted
         for prompt in prompts:
-            ids = tok(prompt, return_tensors="pt")["input_ids"]
+            ids = tok(prompt, return_tensors="pt")["input_ids"].to(pair.device)
 
             r_base = last(AutoregressiveDecoder(pair, settings), prompt)
             r_spec = last(SpeculativeDecoder(pair, settings), prompt)
@@ -132,13 +143,14 @@ def bench_pair(name: str, pair: ModelPair, k: int, max_new: int, reps: int) -> N
     alpha = spec.alpha  # P(draft kept | tested): the formula's α
     rate = spec.acceptance_rate  # accepted ÷ drafted
     probe = tok(prompts[0], return_tensors="pt")["input_ids"]
-    t1 = forward_cost(pair.target, probe, 1)
-    tk = forward_cost(pair.target, probe, k + 1)
+    on_fast = serves_target(pair.target)
+    t1 = forward_cost(pair.target, probe, 1, on_fast)
+    tk = forward_cost(pair.target, probe, k + 1, on_fast)
     draft_probe = probe
     if pair.draft_vocab_map is not None:  # target ids -> the draft's reduced vocabulary
         draft_probe = draft_id_table(pair.draft_vocab_map, pair.vocab_size,
                                      pair.draft_oov_id)[probe]
-    d1 = forward_cost(assistant, draft_probe, 1)  # type: ignore[arg-type]
+    d1 = forward_cost(assistant, draft_probe, 1, True)  # type: ignore[arg-type]
     c = d1 / t1
     v = tk / t1
     expected_tokens = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
@@ -172,23 +184,30 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "mps"))
+    ap.add_argument("--dtype", default="auto", help="auto (the bundled pair: fp32), fp16, ...")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{os.cpu_count()} cpus; command: {' '.join(sys.argv)}")
-    target = load_model(args.target, device="cpu")
+    dev, dt = args.device, args.dtype
+    target = load_model(args.target, device=dev, dtype=dt)
+    print(f"# target on {next(target.model.parameters()).device}, "
+          f"{next(target.model.parameters()).dtype}")
     wanted = args.pairs.split(",")
     pairs: list[tuple[str, LoadedModel]] = []
     if "self" in wanted:  # α = 1: pure overhead of drafting with a model as big as the target
-        pairs.append(("target as its own draft (α = 1)", load_model(args.target, "cpu")))
+        pairs.append(("target as its own draft (α = 1)", load_model(args.target, dev, dt)))
     if "random" in wanted:
         pairs.append(("random 1-layer draft (α ≈ 0)",
-                      LoadedModel(random_draft(target.model), target.tokenizer, "random")))
+                      LoadedModel(random_draft(target.model).to(  # type: ignore[arg-type]
+                          next(target.model.parameters()).device,
+                          next(target.model.parameters()).dtype), target.tokenizer, "random")))
     if "distilled" in wanted and default_draft():
-        pairs.append(("shipped distilled draft", load_model(default_draft() or "", "cpu")))
+        pairs.append(("shipped distilled draft", load_model(default_draft() or "", dev, dt)))
     if args.draft:
-        pairs.append((args.draft, load_model(args.draft, "cpu")))
+        pairs.append((args.draft, load_model(args.draft, dev, dt)))
     for name, draft in pairs:
         pair = ModelPair(target=target.model, draft=draft.model, tokenizer=target.tokenizer,
                          target_name=target.name, draft_name=name,

@@ -1,6 +1,7 @@
 """App start-up time: launch ``python -m specviz`` offscreen and time the window and the pair.
 
-    .venv/bin/python benchmarks/startup.py [--runs 3] [--warmup 1] [-- extra app args]
+    .venv/bin/python benchmarks/startup.py [--runs 3] [--warmup 1] [--device cpu|cuda|mps]
+        [-- extra app args]
 
 Each launch runs with SPECVIZ_STARTUP_TRACE=quit: the app prints when its window first
 paints ("shown") and when the default pair is loaded ("ready"), then quits. Times are from
@@ -48,8 +49,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"),
+                        help="the app's --device (default: the app's own choice)")
     parser.add_argument("extra", nargs="*", help="arguments for the app (after --)")
     args = parser.parse_args()
+    if args.device:
+        args.extra = ["--device", args.device, *args.extra]
     with tempfile.TemporaryDirectory() as config:
         for _ in range(args.warmup):
             launch(args.extra, config)
