@@ -35,7 +35,7 @@ MAX_ENTRIES = 64  # the oldest go first: machines and pairs come and go
 
 
 def store_path() -> Path:
-    """``calibration.json`` under the specviz cache (SPECVIZ_CACHE, XDG_CACHE_HOME, ~/.cache),
+    """``calibration.json`` under the specviz cache (``models.cache_root``),
     or the file SPECVIZ_CALIBRATION_STORE names (the tests: one per test)."""
     env = os.environ.get("SPECVIZ_CALIBRATION_STORE", "").strip()
     if env:
