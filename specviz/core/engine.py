@@ -8,6 +8,7 @@ event builder (``run_events.py``); it holds the algorithm alone.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
