@@ -297,7 +297,11 @@ def write_file(window: Any, path: str | Path, text: str) -> bool:
         if view is not None:  # the file's name first: a long path is capped there
             view.show_error(f"Could not write {name}: {reason}. Choose another place. "
                             f"({path})", "error")
-        _say(window, f"Could not write {path}: {reason}.")
+        if getattr(window, "status_label", None) is not None:
+            _say(window, f"Could not write {path}: {reason}.")
+        else:  # the race window: its own status bar
+            window.statusBar().showMessage(f"Could not write {path}: {reason}. Choose another "
+                                           "place.")
         return False
     return True
 

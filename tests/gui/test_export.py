@@ -498,3 +498,32 @@ def test_the_race_header_says_the_k_policy() -> None:
     title = view.panes["speculative"].title.text()
     assert "cost policy" in title and "K\u00a02–3 used" in title and "K\u00a0=" not in title
     view.deleteLater()
+
+
+def test_saving_a_race_to_an_unwritable_path_says_so(qtbot, tmp_path: Path) -> None:
+    from specviz.gui import stage
+
+    window = stage.RaceWindow()
+    qtbot.addWidget(window)
+    window.view.load([*speculative_events(), *baseline_events()])
+    window.save(str(tmp_path / "no such folder" / "race.jsonl"))  # no traceback
+    assert "Could not write" in window.statusBar().currentMessage()
+    assert window.view.events  # nothing lost: the race is still there to save elsewhere
+    window.save(str(tmp_path / "race.jsonl"))
+    assert (tmp_path / "race.jsonl").read_text(encoding="utf-8").count("\n") == \
+        len(window.view.events)
+
+
+def test_the_race_save_test_rejects_the_old_write(qtbot, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broken variant: the race window writing without a check (FileNotFoundError)."""
+    from specviz.gui import stage
+
+    broken = mutant(stage.RaceWindow,
+                    ('            write_file(self, path, "".join(to_json(e) + "\\n" for e in '
+                     'self.view.events))',
+                     '            Path(path).write_text("".join(to_json(e) + "\\n" for e in '
+                     'self.view.events))'))
+    monkeypatch.setattr(stage, "RaceWindow", broken)
+    with pytest.raises((AssertionError, OSError)):
+        test_saving_a_race_to_an_unwritable_path_says_so(qtbot, tmp_path)
