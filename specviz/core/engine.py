@@ -253,28 +253,31 @@ def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
     return target, ids[-1]
 
 
-def calibrate(pair: ModelPair, context: int = 32, refresh: bool = True) -> dict[int, float]:
+def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict[int, float]:
     """:func:`verify_costs` for ``pair``'s target now, after a ``context``-token prefix, so
     that the first run with the cost policy does not pay for it inside its own clock (the app
     calls this while loading; a race's first speculative run lost ~1 s to it otherwise).
 
-    Figures kept from an earlier launch return at once; with ``refresh`` a thread then times
-    the passes again and blends the result into the kept figures and this process's
-    (:func:`calibration.blend`: bounded, so a busy moment cannot wreck them). Join it with
-    :func:`wait_for_refresh`.
+    Remembered per target model in this process (a later call returns at once). Figures kept
+    from an earlier launch on this machine and device return at once too; with ``refresh`` (the
+    app, after loading: not a one-off run, whose passes a second thread would slow) a thread
+    then times the passes again and blends the result into the kept figures and this
+    process's (:func:`calibration.blend`: bounded, so a busy moment cannot wreck them). Join
+    it with :func:`wait_for_refresh`.
     """
     from . import calibration
 
+    known = _VERIFY_COSTS.get(pair.target)
+    if known is not None:
+        return known
     with torch.inference_mode():
         target, token = _primed(pair, context)
         key, parts = calibration_key(target)
         kept = calibration.load(key, CALIBRATION_WIDTHS)
         if kept is None:
-            known = _VERIFY_COSTS.get(pair.target)
-            if known is None:
-                known = measure_costs(target, token)
-                calibration.save(key, known, parts)
-                _VERIFY_COSTS[pair.target] = known
+            known = measure_costs(target, token)
+            calibration.save(key, known, parts)
+            _VERIFY_COSTS[pair.target] = known
             return known
     _VERIFY_COSTS[pair.target] = kept
     if refresh and pair.target not in _REFRESHING:

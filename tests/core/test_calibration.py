@@ -48,7 +48,7 @@ def test_a_second_launch_takes_the_kept_figures_at_once(monkeypatch: pytest.Monk
     assert engine.calibrate(second, refresh=False) == costs(1.0)  # at once, untimed
     assert calls == []
     third = fresh_pair()
-    assert engine.calibrate(third) == costs(1.0)  # at once; a refresh runs behind
+    assert engine.calibrate(third, refresh=True) == costs(1.0)  # at once; a refresh behind
     engine.wait_for_refresh(third)
     assert len(calls) == 1  # timed once, in the background
     # Blended: ×3 counts as ×BOUND = ×2, a quarter of the gap: ×1.25, here and on disk.
