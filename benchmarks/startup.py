@@ -24,10 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def launch(extra: list[str], config: str) -> dict[str, float]:
+def launch(extra: list[str], config: str, store: str | None = None) -> dict[str, float]:
     env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"),
                SPECVIZ_STARTUP_TRACE="quit", XDG_CONFIG_HOME=config,
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if store is not None:  # the cost policy's kept calibration (core/calibration.py)
+        env["SPECVIZ_CALIBRATION_STORE"] = store
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a warm launch of an installed app has bytecode
     t0 = time.time()
     out = subprocess.run([sys.executable, "-m", "specviz", *extra], env=env, cwd=ROOT,
@@ -51,20 +53,30 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"),
                         help="the app's --device (default: the app's own choice)")
+    parser.add_argument("--compare-calibration", action="store_true",
+                        help="each run launches twice, side by side: with the calibration kept "
+                        "by the warm-up launch, and with none kept (timed at load)")
     parser.add_argument("extra", nargs="*", help="arguments for the app (after --)")
     args = parser.parse_args()
     if args.device:
         args.extra = ["--device", args.device, *args.extra]
     with tempfile.TemporaryDirectory() as config:
+        kept = str(Path(config) / "calibration.json") if args.compare_calibration else None
         for _ in range(args.warmup):
-            launch(args.extra, config)
-        runs = []
+            launch(args.extra, config, kept)
+        runs, fresh = [], []
         for i in range(args.runs):
-            s = launch(args.extra, config)
+            s = launch(args.extra, config, kept)
             runs.append(s)
             print(f"launch {i + 1}: window shown {s['shown']:.2f} s (CPU {s['shown_cpu']:.2f} s), "
                   f"pair ready {s['ready']:.2f} s (CPU {s['ready_cpu']:.2f} s), "
                   f"process exited {s['exit']:.2f} s", flush=True)
+            if args.compare_calibration:
+                f = launch(args.extra, config, str(Path(config) / f"none-{i}.json"))
+                fresh.append(f)
+                print(f"  no calibration kept: pair ready {f['ready']:.2f} s (CPU "
+                      f"{f['ready_cpu']:.2f} s); kept / none {s['ready'] / f['ready']:.2f}x",
+                      flush=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     med = {k: statistics.median(r[k] for r in runs) for k in ("shown", "ready", "shown_cpu",
                                                                 "ready_cpu")}
@@ -73,6 +85,9 @@ def main() -> None:
     print(f"median of {args.runs}: shown {med['shown']:.2f} s, ready {med['ready']:.2f} s; "
           f"app CPU time to shown {med['shown_cpu']:.2f} s, to ready {med['ready_cpu']:.2f} s "
           f"(targets: 1.5 s and 5 s; {os.cpu_count()} cores, load average {load:.1f})")
+    if fresh:
+        print(f"median ready with the calibration kept {med['ready']:.2f} s, with none kept "
+              f"{statistics.median(f['ready'] for f in fresh):.2f} s")
 
 
 if __name__ == "__main__":

@@ -196,8 +196,6 @@ def measure_costs(target: CachedModel, token: int) -> dict[int, float]:
     """Seconds of a target pass per width, timed now: the fastest of CALIBRATION_SWEEPS
     sweeps per width (a burst of load from elsewhere lands on one sweep's width, not on all)."""
     best = dict.fromkeys(CALIBRATION_WIDTHS, math.inf)
-    if target.fast is not None:  # the fixed path's widths captured before any is timed
-        target.fast.warm(list(CALIBRATION_WIDTHS))
     for _ in range(CALIBRATION_SWEEPS):
         for n in CALIBRATION_WIDTHS:
             _sync(target.device)
@@ -244,10 +242,18 @@ def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
 
 def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
     """The target on the engine's path (fast_llama.serves_target) after a ``context``-token
-    prefix, and the last token of it."""
-    from .fast_llama import serves_target
+    prefix, and the last token of it. On the fixed path (CUDA) every step width 1 + K is
+    captured here, the draft's few too: their graphs go to the next run (a spare state), so
+    no run's clock pays a capture."""
+    from .fast_llama import FIXED_WIDTHS, FastLlama, graphs_wanted, serves_target, unsupported
 
     target = CachedModel(pair.target, pair.vocab_size, fast=serves_target(pair.target))
+    if target.fast is not None:
+        target.fast.warm(range(1, FIXED_WIDTHS + 1))
+    draft = pair.draft
+    if draft is not None and unsupported(draft) is None and \
+            graphs_wanted(next(draft.parameters()).device):
+        FastLlama(pair.draft).warm(range(1, 4))  # a draft feeds 1 token, 2-3 after a rollback
     ids = [i % pair.vocab_size for i in range(context)]
     target.feed(ids, keep=1)
     return target, ids[-1]
@@ -279,6 +285,12 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict
             calibration.save(key, known, parts)
             _VERIFY_COSTS[pair.target] = known
             return known
+        if refresh and target.fast is not None and target.fast.graphs:
+            # On graphs a sweep takes milliseconds, and a capture beside another thread's
+            # kernels would fail: re-measured here, not behind.
+            kept = calibration.blend(kept, measure_costs(target, token))
+            calibration.save(key, kept, parts)
+            refresh = False
     _VERIFY_COSTS[pair.target] = kept
     if refresh and pair.target not in _REFRESHING:
         model = pair.target

@@ -180,7 +180,7 @@ class FastLlama:
     tokens; ``graphs`` (default: on CUDA) captures each of its widths once as a CUDA graph.
     """
 
-    def __init__(self, model: Any, capacity: int = 256, *, fixed: bool | None = None,
+    def __init__(self, model: Any, capacity: int | None = None, *, fixed: bool | None = None,
                  graphs: bool | None = None) -> None:
         w = _FUSED.get(model)
         if w is None:
@@ -194,8 +194,8 @@ class FastLlama:
         if spare:
             self.s = spare.pop()
         else:
-            if self.fixed:
-                capacity = max(capacity, FIXED_CAPACITY if self.graphs else 0)
+            if capacity is None:  # growth re-captures every graph: start large with them
+                capacity = FIXED_CAPACITY if self.graphs else 256
             shape = (len(w.layers), w.kv_heads, capacity, w.head_dim)
             dtype, dev = w.embed.dtype, self.device
             # Zeros, not empty: the fixed path multiplies masked positions by weight 0, and
