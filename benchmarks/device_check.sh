@@ -63,8 +63,9 @@ echo "== tests: FastLlama (CUDA ones skip without CUDA), calibration, dtype choi
     tests/core/test_models.py -k "cuda or graph or fast or dtype or small or calibration or blend or store or launch or entry" \
     2>&1 | tail -15 || echo "device_check: some tests failed (above)"
 
-echo "== the target's pass per width (fastest of 20)"
-"$PY" benchmarks/fast_target.py --device "$DEVICE" --reps 20 --widths 1,2,3,5,8,11,17 2>&1 \
+REPS="${REPS:-20}"  # a CPU try-out of this script: REPS=2 benchmarks/device_check.sh cpu --quick
+echo "== the target's pass per width (fastest of $REPS)"
+"$PY" benchmarks/fast_target.py --device "$DEVICE" --reps "$REPS" --widths 1,2,3,5,8,11,17 2>&1 \
     | grep -v "^Loading"
 
 echo "== drafters at T = 0, bundled pair, 128 tokens (identity: 'same')"

