@@ -521,6 +521,7 @@ class AnimationJob(QObject):
     """
 
     AHEAD = 2
+    WAIT_MS = 20  # while the encoder is behind, look again this often
     drawn = Signal(int, int)  # frames drawn, frames in all (GUI thread)
     progressed = Signal(int, int)  # frames encoded, frames in all
     finished = Signal(str, int)  # path, frames in the file
@@ -565,8 +566,10 @@ class AnimationJob(QObject):
         return True
 
     def _on_tick(self) -> None:
-        if self._queue.qsize() >= self.AHEAD:  # the encoder is behind: let it catch up
+        if self._queue.qsize() >= self.AHEAD:  # the encoder is behind: let it catch up,
+            self._timer.setInterval(self.WAIT_MS)  # without spinning on the cores it needs
             return
+        self._timer.setInterval(0)
         self._draw_next()
 
     def _draw_next(self) -> bool:
