@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import registry
+from . import registry, tree_attention, tree_verify
 from .cached_model import CachedModel as CachedModel  # re-exported: tests and tools use it
 from .drafters import NoDrafter
 from .errors import InputError
@@ -140,11 +140,28 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
         t_verify = clock()
         start = target.length
         fed = seq[start:] + drafts
-        logits, hidden = _verify_pass(target, fed, k + 1, request)
+        tree = proposal.tree if proposal is not None else None
+        hidden: dict[int, torch.Tensor] = {}
+        if tree is not None:  # a tree: one pass through the tree mask, kept path only
+            logits = tree_attention.runner_score_tree(target, seq[start:], tree)
+        else:
+            logits, hidden = _verify_pass(target, fed, k + 1, request)
         p_rows = parts.warp(logits, s.temperature, s.top_k, s.top_p).cpu()  # (K+1, V)
         t_done = clock()
-        verdict = parts.verifier(p_rows, q_rows, drafts, rng, greedy=greedy,
-                                 lenience=s.lenience)
+        extra_p = None  # a tree's extra comes after its kept path, not after draft n_acc
+        if tree is not None:
+            q_context = tree_verify.context_rows(tree, q_rows)  # (N+1, V)
+            walk = tree_verify.verify_tree(tree, p_rows, q_context, rng, greedy=greedy,
+                                           lenience=s.lenience)
+            verdict = tree_verify.as_verdict(walk, tree, p_rows, q_context)
+            tree_attention.runner_keep_path(target, len(seq), walk.path)
+            drafts_kept = list(walk.accepted_ids)
+            extra_p, p_rows = p_rows[walk.extra_context], p_rows[[c + 1 for c in tree.parents]
+                                                                 + [walk.extra_context]]
+        else:
+            verdict = parts.verifier(p_rows, q_rows, drafts, rng, greedy=greedy,
+                                     lenience=s.lenience)
+            drafts_kept = drafts[:verdict.n_accepted]
         n_acc = verdict.n_accepted
 
         # Roll the target and the drafter back to the committed prefix (the extra token is
@@ -154,7 +171,7 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
         if request is not None:
             drafter.see_target(TargetOutputs(start, tuple(fed), len(fed) - k + n_acc,
                                              logits if request.logits else None, hidden))
-        new_ids = drafts[:n_acc] + [verdict.extra_id]
+        new_ids = drafts_kept + [verdict.extra_id]
         kept, pieces = run.commit(new_ids)
         seq.extend(kept)
 
@@ -165,7 +182,8 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
             n_generated=len(run.generated), target_calls=target.calls,
             draft_calls=drafter.calls, elapsed_s=clock() - t0,
             final=run.stop_reason is not None,
-            reason=choice.reason if stop_rule is None else stop_rule.reason(k), exact=exact)
+            reason=choice.reason if stop_rule is None else stop_rule.reason(k), exact=exact,
+            parents=tree.parents if tree is not None else None, extra_p=extra_p)
         tally.add_round(rnd)
         policy.observe(Outcome(plan, k, n_acc, t_verify - t_draft, t_done - t_verify, len(fed),
                                clock() - t_round,

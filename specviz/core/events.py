@@ -87,6 +87,8 @@ class DraftPosition:
     q_top: TopN
     p_top: TopN
     drafter: str = "model"  # who proposed x: "model" or "lookup" (then q is one-hot on x)
+    # A tree round: the index of x's parent draft (-1: the committed text); None: a chain.
+    parent: int | None = None
 
 
 @dataclass(frozen=True)

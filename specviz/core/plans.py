@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .tree_verify import DraftTree
 
 # Asked after each drafted token: (tokens drafted so far, the draft's confidence in the last
 # one) -> whether to draft another. It may read only the draft's side (its tokens and q):
@@ -52,6 +56,9 @@ class Proposal:
     # The draft's confidence in each token: q(x), or at T = 0 (q one-hot on the argmax) the
     # argmax's softmax probability. Empty for lookup (its q is one-hot by construction).
     confidence: tuple[float, ...] = ()
+    # A token tree (tree_verify.DraftTree; tokens in node order, q_rows per node: its parent
+    # context's q); None: the tokens are a chain.
+    tree: DraftTree | None = None
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,9 @@ register_drafter(Entry("lookup", "copy what followed the last n tokens earlier i
 register_drafter(Entry("hybrid", "lookup where the text repeats itself, the draft model "
                        "otherwise", "specviz.core.drafters:build_hybrid_drafter",
                        needs_draft_model=True))
+register_drafter(Entry("lookup-tree", "lookup with a branch per earlier occurrence of the "
+                       "last n tokens, verified as a tree in one pass (no draft model)",
+                       "specviz.core.tree_drafters:build_lookup_tree_drafter"))
 register_policy(Entry("fixed", "K drafts every round", "specviz.core.policy:FixedPolicy"))
 register_policy(Entry("heuristic", "start at K; +2 after a fully kept round, −1 otherwise "
                       "(transformers)", "specviz.core.policy:HeuristicPolicy"))

@@ -75,9 +75,11 @@ class EventBuilder:
               p_rows: torch.Tensor, verdict: Verdict, kept: list[int], pieces: list[str],
               extra_kept: bool, draft_time_s: float, verify_time_s: float, n_generated: int,
               target_calls: int, draft_calls: int, elapsed_s: float, final: bool,
-              reason: str, exact: bool) -> Round:
+              reason: str, exact: bool, parents: Sequence[int] | None = None,
+              extra_p: torch.Tensor | None = None) -> Round:
         """The Round event of one verified round (``extra_kept``: the extra token survived
-        EOS / budget trimming)."""
+        EOS / budget trimming). A tree round gives each node's parent, p_rows per node (p at
+        its parent context) and ``extra_p``, p where its extra token comes."""
         k = len(drafts)
         n_acc = verdict.n_accepted
         q_tops = self.tops(q_rows, drafts) if drafts else []
@@ -88,6 +90,7 @@ class EventBuilder:
                 p=float(p_rows[i, x]), ratio=verdict.ratios[i], r=verdict.rs[i],
                 status=verdict.statuses[i], q_top=q_tops[i],
                 p_top=p_tops[i], drafter=source,
+                parent=parents[i] if parents is not None else None,
             )
             for i, x in enumerate(drafts)
         )
@@ -98,7 +101,8 @@ class EventBuilder:
             extra_event = ExtraToken(
                 kind=kind,
                 token_id=extra_id, text=self.texts(extra_id), prob=float(dist[extra_id]),
-                p=float(p_rows[n_acc, extra_id]), dist_top=self.top(dist, extra_id),
+                p=float((p_rows[n_acc] if extra_p is None else extra_p)[extra_id]),
+                dist_top=self.top(dist, extra_id),
             )
         return Round(
             index=index,
@@ -106,7 +110,7 @@ class EventBuilder:
             drafted=drafted,
             n_accepted=n_acc,
             extra=extra_event,
-            bonus_top=self.top(p_rows[k]) if k else None,
+            bonus_top=(self.top(p_rows[k] if extra_p is None else extra_p) if k else None),
             appended_ids=tuple(kept),
             appended_text="".join(pieces),
             appended_texts=tuple(pieces),

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from .fast_llama import FastLlama, _rms
 from .models import cached_forward
-from .tree_verify import ROOT
+from .tree_verify import ROOT, DraftTree
 
 
 def tree_layout(parents: Sequence[int], n_tail: int, past: int,
@@ -142,3 +142,32 @@ def fast_keep_path(fast: FastLlama, first: int, path: Sequence[int]) -> None:
     fast.values[:, :, first:first + k] = fast.values[:, :, src]
     fast.length = first + k
 
+
+
+def runner_score_tree(runner: Any, tail: Sequence[int], tree: DraftTree) -> torch.Tensor:
+    """``score_tree`` through the engine's runner (``cached_model.CachedModel``): logits
+    (N+1, V) at the root and after each node; the runner's cache then holds the tail and
+    every node (``runner_keep_path`` keeps the accepted ones)."""
+    if getattr(runner, "to_local", None) is not None:
+        raise ValueError("a tree pass runs on the target (no reduced vocabulary)")
+    t0 = runner.clock()
+    if runner.fast is not None:
+        ids = torch.tensor(list(tail) + list(tree.tokens), dtype=torch.long)
+        logits = fast_score_tree(runner.fast, ids, tree.parents)
+    else:
+        logits, runner.cache = score_tree(runner.model, runner.cache, tail, tree.tokens,
+                                          tree.parents)
+    runner.forward_time_s += runner.clock() - t0
+    runner.ids.extend(list(tail) + list(tree.tokens))
+    runner.calls += 1
+    shared: torch.Tensor = logits[:, :runner.vocab_size].to(runner.device)
+    return shared
+
+
+def runner_keep_path(runner: Any, first: int, path: Sequence[int]) -> None:
+    """``keep_path`` on the runner: positions [0, first), then the nodes of ``path``."""
+    if runner.fast is not None:
+        fast_keep_path(runner.fast, first, path)
+    else:
+        keep_path(runner.cache, first, path)
+    runner.ids[first:] = [runner.ids[first + i] for i in path]

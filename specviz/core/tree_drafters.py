@@ -16,11 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
+from .drafters import DrafterBase, DraftTools
+from .plans import GoOn, Plan, Proposal
 from .rng import Random
 from .tree_verify import ROOT, DraftTree, Rule, draw_children
+
+if TYPE_CHECKING:
+    from .events import Settings
+    from .models import ModelPair
 
 # score_level(tokens, parents, fed) -> (N - fed, V) q after each node from ``fed`` on.
 ScoreLevel = Callable[[Sequence[int], Sequence[int], int], torch.Tensor]
@@ -33,6 +40,7 @@ class TreeProposal:
     tree: DraftTree
     q_rows: torch.Tensor  # (N+1, V): q at the root and after each node (zeros where not scored)
     source: str  # "lookup" | "model"
+    match: int = 0  # lookup: the longest suffix length that occurred earlier
 
 
 def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
@@ -49,12 +57,14 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
         raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
     length = len(context)
     starts: list[int] = []  # where each continuation starts: longer matches first, then recency
+    match = 0
     for n in range(min(ngram_max, length - 1), ngram_min - 1, -1):
         suffix = list(context[length - n:])
         # Occurrences ending before the last id (so something follows), most recent first.
         for i in range(length - n - 1, -1, -1):
             if i + n not in starts and list(context[i:i + n]) == suffix:
                 starts.append(i + n)
+                match = max(match, n)
     if not starts:
         return None
     tokens: list[int] = []
@@ -72,8 +82,6 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
             counts[at][x] = counts[at].get(x, 0) + 1
             node = child.get((at, x))
             if node is None:
-                if len(tokens) == max_nodes:
-                    break
                 node = child[(at, x)] = len(tokens)
                 tokens.append(x)
                 parents.append(at - 1)
@@ -81,14 +89,27 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
                 added = True
             at = node + 1
         used += added  # a continuation already in the tree adds weight, not a branch
-    q_rows = torch.zeros(len(tokens) + 1, vocab_size)
+    # Breadth-first node order (siblings in insertion order), cut at max_nodes: the top
+    # levels of every branch stay, and any first k nodes form a tree (a budget of k cuts it).
+    order: list[int] = []
+    level = [i for i, parent in enumerate(parents) if parent == ROOT]
+    while level:
+        order.extend(level)
+        level = [i for i, parent in enumerate(parents) if parent in set(level)]
+    order = order[:max_nodes]
+    new = {old: n for n, old in enumerate(order)}
+    q_rows = torch.zeros(len(order) + 1, vocab_size)
     for c, seen in enumerate(counts):
+        if c and c - 1 not in new:
+            continue
         total = sum(seen.values())
         for x, count in seen.items():
-            q_rows[c, x] = count / total
+            q_rows[0 if c == 0 else new[c - 1] + 1, x] = count / total
     kind: Rule = "deterministic"  # nothing was drawn
-    tree = DraftTree(tuple(tokens), tuple(parents), (kind,) * (len(tokens) + 1))
-    return TreeProposal(tree, q_rows, "lookup")
+    tree = DraftTree(tuple(tokens[i] for i in order),
+                     tuple(ROOT if parents[i] == ROOT else new[parents[i]] for i in order),
+                     (kind,) * (len(order) + 1))
+    return TreeProposal(tree, q_rows, "lookup", match)
 
 
 def grow_tree(root_q: torch.Tensor, score_level: ScoreLevel, rng: Random, *, depth: int,
@@ -120,3 +141,55 @@ def grow_tree(root_q: torch.Tensor, score_level: ScoreLevel, rng: Random, *, dep
             q_rows.extend(torch.zeros(len(frontier), root_q.shape[-1], dtype=root_q.dtype))
     tree = DraftTree(tuple(tokens), tuple(parents), (rule,) * (len(tokens) + 1))
     return TreeProposal(tree, torch.stack(q_rows), "model")
+
+
+class LookupTreeDrafter(DrafterBase):
+    """The lookup tree as the engine's drafter: up to K nodes (the policy's, or ``lookup_k``)
+    of ``lookup_tree``, each node's q one-hot on its token (nothing is drawn; the tree's
+    ``deterministic`` rule verifies it)."""
+
+    name = "lookup-tree"
+
+    def __init__(self, vocab_size: int, ngram_min: int = 1, ngram_max: int = 4,
+                 lookup_k: int = 10, width: int = 3, depth: int = 8) -> None:
+        if not 1 <= ngram_min <= ngram_max:
+            raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
+        self.vocab_size = vocab_size
+        self.ngram_min, self.ngram_max = ngram_min, ngram_max
+        self.lookup_k, self.width, self.depth = lookup_k, width, depth
+        self._last: tuple[int, TreeProposal | None] | None = None  # (context length, tree)
+
+    def _tree(self, context: Sequence[int]) -> TreeProposal | None:
+        if self._last is None or self._last[0] != len(context):
+            self._last = (len(context), lookup_tree(
+                context, self.vocab_size, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
+                depth=self.depth, width=self.width, max_nodes=self.lookup_k))
+        return self._last[1]
+
+    def plan(self, context: Sequence[int]) -> Plan:
+        found = self._tree(context)
+        n = len(found.tree) if found is not None else 0
+        match = found.match if found is not None else 0
+        return Plan("lookup", f"lookup:{match}", n, match, self.lookup_k, spans=True)
+
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
+        """The first ``k`` nodes (parents come first, so they form a tree)."""
+        found = self._tree(context)
+        if found is None or k < 1:
+            return Proposal((), torch.zeros(0, self.vocab_size), "lookup")
+        full = found.tree
+        tree = DraftTree(full.tokens[:k], full.parents[:k], full.rules[:k + 1])
+        rows = torch.zeros(len(tree), self.vocab_size)  # (N, V): one-hot on each node's id
+        rows[torch.arange(len(tree)), torch.tensor(tree.tokens)] = 1.0
+        return Proposal(tree.tokens, rows, "lookup", tree=tree)
+
+    def update(self, n_kept: int) -> None:
+        self._last = None
+
+
+def build_lookup_tree_drafter(pair: ModelPair, s: Settings,
+                              tools: DraftTools) -> tuple[LookupTreeDrafter, str]:
+    """The lookup tree over the run's own text: no draft model."""
+    return LookupTreeDrafter(pair.vocab_size, s.ngram_min, s.ngram_max, s.lookup_k), \
+        "lookup tree"

@@ -35,6 +35,7 @@ import torch
 from .events import Status
 from .rng import Random
 from .sampling import acceptance_ratio, residual
+from .verify import Verdict
 
 Rule = Literal["independent", "without_replacement", "deterministic"]
 RULES: tuple[Rule, ...] = get_args(Rule)
@@ -229,3 +230,35 @@ def _without(q: torch.Tensor, x: int) -> torch.Tensor:
     out[x] = 0.0
     mass = float(out.sum())
     return out / mass if mass > 0.0 else out
+
+
+def context_rows(tree: DraftTree, node_rows: torch.Tensor) -> torch.Tensor:
+    """Per node q rows (N, V) (the q each node was drawn from: its parent context's) -> per
+    context rows (N+1, V) for ``verify_tree`` (zeros where a context has no children)."""
+    out = node_rows.new_zeros((len(tree) + 1, node_rows.shape[-1]))
+    for i, parent in enumerate(tree.parents):
+        out[parent + 1] = node_rows[i]
+    return out
+
+
+def as_verdict(verdict: TreeVerdict, tree: DraftTree, p_rows: torch.Tensor,
+               q_rows: torch.Tensor) -> Verdict:
+    """The chain-shaped ``Verdict`` of a tree (per node, in node order), for the events: the
+    tested nodes' ratios and r's, and the untested ones' min(1, p(x) / q(x)) at their parent
+    context (q one-hot for a deterministic child)."""
+    ratios: list[float] = []
+    rs: list[float | None] = []
+    tested = {t.node: t for d in verdict.decisions for t in d.tests}
+    for i, x in enumerate(tree.tokens):
+        test = tested.get(i)
+        if test is not None:
+            ratios.append(test.ratio)
+            rs.append(test.r)
+            continue
+        c = tree.parents[i] + 1
+        q_x = 1.0 if tree.rules[c] == "deterministic" else float(q_rows[c, x])
+        ratios.append(acceptance_ratio(float(p_rows[c, x]), q_x))
+        rs.append(None)
+    return Verdict(n_accepted=len(verdict.path), statuses=verdict.statuses,
+                   ratios=tuple(ratios), rs=tuple(rs), extra_kind=verdict.extra_kind,
+                   extra_dist=verdict.extra_dist, extra_id=verdict.extra_id)

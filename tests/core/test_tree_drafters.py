@@ -204,9 +204,8 @@ def test_a_rule_other_than_the_draw_is_caught(name: str,
     """Broken: the tree says its children were drawn independently from q (without
     replacement, and the lookup's frequencies, were not)."""
     fn = td.lookup_tree if "lookup" in name else td.grow_tree
-    site = "(kind,) * (len(tokens) + 1)" if "lookup" in name else "(rule,) * (len(tokens) + 1)"
-    monkeypatch.setattr(td, fn.__name__, mutant(fn, (site, '("independent",) * '
-                                                           '(len(tokens) + 1)')))
+    site = "(kind,) * (len(order) + 1)" if "lookup" in name else "(rule,) * (len(tokens) + 1)"
+    monkeypatch.setattr(td, fn.__name__, mutant(fn, (site, '("independent",) ' + site[8:])))
     tv = round_distance(ROUNDS[name])
     assert tv > 1e3 * TV_BOUND, f"a mislabelled rule went unnoticed: total variation {tv:.2e}"
 
@@ -241,7 +240,9 @@ def test_lookup_tree_shape() -> None:
     assert proposal.q_rows[0].tolist() == pytest.approx([0, 0, 0, 1 / 3, 0, 2 / 3])
     assert set(tree.rules) == {"deterministic"}
     assert td.lookup_tree((0, 1, 2), V) is None  # no repeat
-    assert len(td.lookup_tree(REPEATS, V, depth=3, width=3, max_nodes=4).tree) == 4
+    cut = td.lookup_tree(REPEATS, V, depth=3, width=3, max_nodes=4)
+    assert cut is not None and cut.tree.parents == (ROOT, ROOT, 0, 1)  # breadth first
+    assert [cut.tree.tokens[i] for i in cut.tree.children(0)] == [3, 5]
 
 
 def test_grow_tree_respects_its_budget() -> None:

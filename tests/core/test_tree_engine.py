@@ -1,0 +1,111 @@
+"""The lookup tree through the engine: exact by enumeration, events carry parent links.
+
+``test_enumeration``'s machinery runs the real decoder (drafter "lookup-tree", registered in
+``registry.py``) on its real-cache pair (tiny Llamas with real KV caches: the tree pass needs
+real attention) while every random choice is forced; the output law must be the target's.
+Broken variants, each caught: a target cache that keeps the first nodes instead of the
+accepted path (a crop where a gather is needed), and a target pass that reads the tree as a
+chain (a causal mask).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from specviz.core import tree_attention
+from specviz.core.engine import SpeculativeDecoder
+from specviz.core.events import Event, Round, from_json, to_json
+from tests.core.test_enumeration import (
+    TV_BOUND,
+    Case,
+    Forcing,
+    distance,
+    enumerate_law,
+    pair_for,
+    settings,
+)
+from tests.mutation import mutant
+
+# "c a" occurred before (then "b a c a"), and "a" also where "c a" followed: two branches at
+# the root, "b" (first) and "c"; the target gives the ids a, b, c 0.33, 0.23, 0.44 after it,
+# so both branches are tested and kept often.
+BRANCHES = "c a b a c a"
+CASES = {
+    "lookup tree, 4 nodes, T 1, top-k 3, 4 tokens": Case(
+        "real caches", settings(2, 1.0, top_k=3, n=4, drafter="lookup-tree", lookup_k=4),
+        BRANCHES),
+    "lookup tree, 3 nodes, T 0.6, 3 tokens": Case(
+        "real caches", settings(2, 0.6, n=3, drafter="lookup-tree", lookup_k=3), BRANCHES),
+    "lookup tree, 4 nodes, T 0, 4 tokens": Case(
+        "real caches", settings(2, 0.0, n=4, drafter="lookup-tree", lookup_k=4), BRANCHES),
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_lookup_tree_runs_are_exact(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tv = distance(CASES[name])
+    assert tv < TV_BOUND, f"{name}: total variation {tv:.2e}"
+
+
+def tree_rounds(case: Case) -> list[Round]:
+    """Every Round of every path of ``case``."""
+    pair = pair_for(case.pair)
+    rounds: list[Round] = []
+
+    def start(rng: Forcing) -> Iterator[Event]:
+        for event in SpeculativeDecoder(pair, case.s).run(case.prompt, rng=rng):  # type: ignore[arg-type]
+            if isinstance(event, Round):
+                rounds.append(event)
+            yield event
+
+    enumerate_law(start)
+    return rounds
+
+
+def test_rounds_are_trees_with_parent_links() -> None:
+    rounds = tree_rounds(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
+    first = rounds[0]
+    parents = [d.parent for d in first.drafted]
+    assert parents.count(-1) == 2, parents  # two branches at the root
+    assert [d.token_id for d in first.drafted if d.parent == -1] == [4, 5]  # "b", "c"
+    # Somewhere a root branch was rejected and its sibling kept: a path that no chain takes.
+    assert any(r.drafted[0].status == "rejected" and r.n_accepted > 0 for r in rounds)
+    back = from_json(to_json(first))
+    assert isinstance(back, Round) and [d.parent for d in back.drafted] == parents
+    for r in rounds:  # the kept nodes form a path from the root
+        kept = [i for i, d in enumerate(r.drafted) if d.status == "accepted"]
+        for a, b in zip([-1, *kept], kept, strict=False):
+            assert r.drafted[b].parent == a
+
+
+def test_a_crop_where_a_gather_is_needed_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    crop = mutant(tree_attention.keep_path, ("first + torch.tensor(list(path), dtype=torch.long)",
+                                             "first + torch.arange(len(path))"))
+    monkeypatch.setattr(tree_attention, "keep_path", crop)
+    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
+    assert tv > 1e3 * TV_BOUND, f"the cropped cache went unnoticed: total variation {tv:.2e}"
+
+
+def test_a_tree_scored_as_a_chain_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken: the target's pass reads the nodes causally, each after all nodes before it
+    (a plain mask and plain positions), not each after its own path."""
+    layout = tree_attention.tree_layout
+
+    def causal(parents: Sequence[int], n_tail: int, past: int, fed: int = 0) -> Any:
+        positions, allowed = layout(parents, n_tail, past, fed)
+        t = len(positions)
+        return (torch.arange(past, past + t),
+                torch.ones(t, past + t, dtype=torch.bool).tril(diagonal=past))
+
+    monkeypatch.setattr(tree_attention, "tree_layout", causal)
+    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
+    assert tv > 1e3 * TV_BOUND, f"a causal tree pass went unnoticed: total variation {tv:.2e}"
