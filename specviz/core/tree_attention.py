@@ -109,6 +109,8 @@ def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int],
     n_tail = t - (n - fed)
     positions, allowed = tree_layout(parents, n_tail, start - fed, fed)
     fast._ensure(end)  # buffers and rotary tables; a node's position is below end
+    device = fast.keys.device
+    ids, positions, allowed = ids.to(device), positions.to(device), allowed.to(device)
     cos, sin = fast.cos[positions], fast.sin[positions]  # (Tq, D)
     half = w.head_dim // 2
     nq, nkv, d = w.heads, w.kv_heads, w.head_dim
@@ -136,7 +138,7 @@ def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int],
 
 def fast_keep_path(fast: FastLlama, first: int, path: Sequence[int]) -> None:
     """``keep_path`` for FastLlama's buffers: the path's nodes move to ``first`` on."""
-    src = first + torch.tensor(list(path), dtype=torch.long)
+    src = (first + torch.tensor(list(path), dtype=torch.long)).to(fast.keys.device)
     k = len(path)
     fast.keys[:, :, first:first + k] = fast.keys[:, :, src]  # gathered (a copy), then written
     fast.values[:, :, first:first + k] = fast.values[:, :, src]

@@ -159,9 +159,9 @@ def test_a_crop_instead_of_a_gather_is_caught(model: Any) -> None:
                                  "first + torch.arange(len(path))"))
     with pytest.raises(AssertionError):
         check_transformers(model, keep=crop)
-    fast_crop = mutant(ta.fast_keep_path, ("src = first + torch.tensor(list(path), "
-                                           "dtype=torch.long)",
-                                           "src = first + torch.arange(len(path))"))
+    fast_crop = mutant(ta.fast_keep_path, ("src = (first + torch.tensor(list(path), "
+                                           "dtype=torch.long))",
+                                           "src = (first + torch.arange(len(path)))"))
     with pytest.raises(AssertionError, match="after keep_path"):
         check_fast(model, keep=fast_crop)
 

@@ -51,9 +51,17 @@ def _one_thread() -> None:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_lookup_tree_runs_are_exact(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lookup_tree_runs_are_exact(name: str) -> None:
     tv = distance(CASES[name])
     assert tv < TV_BOUND, f"{name}: total variation {tv:.2e}"
+
+
+def test_lookup_tree_runs_are_exact_on_transformers_forward(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target on transformers' forward (4D mask, DynamicCache) instead of FastLlama."""
+    monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")
+    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
+    assert tv < TV_BOUND, f"total variation {tv:.2e}"
 
 
 def tree_rounds(case: Case) -> list[Round]:
@@ -88,9 +96,14 @@ def test_rounds_are_trees_with_parent_links() -> None:
 
 
 def test_a_crop_where_a_gather_is_needed_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both forms of the target's cache (transformers' and FastLlama's, whichever serves it).
     crop = mutant(tree_attention.keep_path, ("first + torch.tensor(list(path), dtype=torch.long)",
                                              "first + torch.arange(len(path))"))
     monkeypatch.setattr(tree_attention, "keep_path", crop)
+    fast_crop = mutant(tree_attention.fast_keep_path, (
+        "src = (first + torch.tensor(list(path), dtype=torch.long))",
+        "src = (first + torch.arange(len(path)))"))
+    monkeypatch.setattr(tree_attention, "fast_keep_path", fast_crop)
     tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
     assert tv > 1e3 * TV_BOUND, f"the cropped cache went unnoticed: total variation {tv:.2e}"
 
