@@ -539,6 +539,7 @@ class AnimationJob(QObject):
         self.plan: FramePlan | None = None
         self.done = 0  # frames drawn
         self.running = False
+        self._drawing = False
         self._queue: queue.Queue[RawFrame | None] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -566,11 +567,19 @@ class AnimationJob(QObject):
         return True
 
     def _on_tick(self) -> None:
-        if self._queue.qsize() >= self.AHEAD:  # the encoder is behind: let it catch up,
-            self._timer.setInterval(self.WAIT_MS)  # without spinning on the cores it needs
+        if self._drawing:  # drawing a widget processes events: this tick came from inside
             return
-        self._timer.setInterval(0)
-        self._draw_next()
+        behind = self._queue.qsize() >= self.AHEAD  # the encoder is: let it catch up,
+        interval = self.WAIT_MS if behind else 0  # without spinning on the cores it needs
+        if self._timer.interval() != interval:
+            self._timer.setInterval(interval)
+        if behind:
+            return
+        self._drawing = True
+        try:
+            self._draw_next()
+        finally:
+            self._drawing = False
 
     def _draw_next(self) -> bool:
         """Draw one frame and hand it to the encoder; False once every frame is drawn."""
