@@ -73,3 +73,22 @@ def test_the_target_runs_on_graphs_and_spares_them_for_the_next_run() -> None:
         second = CachedModel(model, V, fast=True)
         assert second.fast is not None and second.fast.s is state
         assert torch.allclose(second.feed([4, 5, 6], keep=3), a, atol=1e-6)
+
+
+@pytest.mark.parametrize("k_policy", ["fixed", "cost"])
+def test_speculation_on_graphs_reads_identical_at_t0(k_policy: str) -> None:
+    """fp32 on CUDA (the bundled pair's dtype there): the speculative run, its target and
+    draft on graphs, gives the target alone's greedy text token for token."""
+    from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder
+    from specviz.core.events import RunFinished, Settings
+    from tests.tiny import tiny_pair
+
+    pair = tiny_pair(sharpness=8.0, dtype=torch.float32)
+    pair.target.cuda()
+    assert pair.draft is not None
+    pair.draft.cuda()
+    s = Settings(k=4, temperature=0.0, max_new_tokens=40, seed=0, k_policy=k_policy)
+    alone = list(AutoregressiveDecoder(pair, s).run("the cat"))[-1]
+    spec = list(SpeculativeDecoder(pair, s).run("the cat"))[-1]
+    assert isinstance(alone, RunFinished) and isinstance(spec, RunFinished)
+    assert spec.generated_ids == alone.generated_ids
