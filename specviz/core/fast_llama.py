@@ -24,10 +24,11 @@ Two ways through the buffers, same function:
   length, which the next replay writes to the device. Without CUDA the same plumbing runs
   eagerly (the tests check it on the CPU).
 
-Only what it can reproduce is taken: a ``LlamaForCausalLM`` on one device in fp32, fp64 (the
-tests' tiny models), fp16 or bf16, no biases, SiLU, a static rotary type, no sliding window,
-no gradients. Anything else (and ``SPECVIZ_STOCK_FORWARD=1``) keeps transformers' forward.
-Logits agree with transformers' to float rounding (``tests/core/test_fast_llama.py``).
+Only what it can reproduce is taken: a ``LlamaForCausalLM`` on the CPU or one CUDA device (MPS
+is not measured) in fp32, fp64 (the tests' tiny models), fp16 or bf16, no biases, SiLU, a
+static rotary type, no sliding window, no gradients. Anything else (and
+``SPECVIZ_STOCK_FORWARD=1``) keeps transformers' forward. Logits agree with transformers' to
+float rounding (``tests/core/test_fast_llama.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def unsupported(model: Any) -> str | None:
     params = list(model.parameters())
     if len({p.device for p in params}) != 1:
         return "parameters on more than one device"
+    if params and params[0].device.type not in ("cpu", "cuda"):  # MPS: nobody measured it
+        return f"{params[0].device.type}: not measured there"
     if any(p.dtype not in DTYPES for p in params):
         return "not fp32, fp16 or bf16 (or the tests' fp64)"
     if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
@@ -83,11 +86,9 @@ def serves_target(model: Any) -> bool:
 
     CUDA: yes, with graphs (a step is host-bound there). CPU: yes; its linears already take
     ``cpu_linear``'s forms, and the runner saves the rest (``benchmarks/fast_target.py``
-    prints the ratio). MPS: not measured, so transformers' forward stays.
+    prints the ratio). MPS: not measured, so transformers' forward stays (``unsupported``).
     """
-    if unsupported(model) is not None or os.environ.get("SPECVIZ_STOCK_TARGET") == "1":
-        return False
-    return bool(next(model.parameters()).device.type in ("cpu", "cuda"))
+    return unsupported(model) is None and os.environ.get("SPECVIZ_STOCK_TARGET") != "1"
 
 
 def graphs_wanted(device: torch.device) -> bool:

@@ -161,7 +161,9 @@ def test_the_target_takes_the_runner_where_it_is_measured_faster(
     assert not fast_llama.serves_target(MistralForCausalLM(MistralConfig(
         vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=2)))
-    assert not fast_llama.serves_target(tiny_llama(V, seed=3).to("meta"))  # nor MPS
+    meta = tiny_llama(V, seed=3).to("meta")  # a device nobody measured (as MPS)
+    assert not fast_llama.serves_target(meta)
+    assert "not measured" in str(fast_llama.unsupported(meta))
     monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")
     assert not fast_llama.serves_target(llama)
 
