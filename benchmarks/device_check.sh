@@ -30,6 +30,7 @@ if [[ -n "${PYTHON:-}" ]]; then PY="$PYTHON"
 elif [[ -x .venv/bin/python ]]; then PY=.venv/bin/python
 else PY=python3; fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export HF_HUB_DISABLE_PROGRESS_BARS=1  # the table, not loading bars
 export SPECVIZ_CACHE="${SPECVIZ_CACHE:-/tmp/specviz-device-check-cache}"
 mkdir -p "$SPECVIZ_CACHE"
 
@@ -66,11 +67,12 @@ echo "== tests: FastLlama (CUDA ones skip without CUDA), calibration, dtype choi
 REPS="${REPS:-20}"  # a CPU try-out of this script: REPS=2 benchmarks/device_check.sh cpu --quick
 echo "== the target's pass per width (fastest of $REPS)"
 "$PY" benchmarks/fast_target.py --device "$DEVICE" --reps "$REPS" --widths 1,2,3,5,8,11,17 2>&1 \
-    | grep -v "^Loading"
+    | tr '\r' '\n' | grep -v -e "^Loading" -e "^Converting" -e "^$"
 
 echo "== drafters at T = 0, bundled pair, 128 tokens (identity: 'same')"
 if [[ "$QUICK" == "--quick" ]]; then N=1; TOK=32; else N=3; TOK=128; fi
 "$PY" benchmarks/drafters.py --device "$DEVICE" --temperatures 0 --prompts "$N" \
     --max-new-tokens "$TOK" --sets grounded,template,free \
-    --combos model:fixed,hybrid:cost --no-pause-teacher 2>&1 | grep -v -e "^Loading" -e "done$"
+    --combos model:fixed,hybrid:cost --no-pause-teacher 2>&1 \
+    | tr '\r' '\n' | grep -v -e "^Loading" -e "^Converting" -e "done$" -e "^$"
 echo "== done"
