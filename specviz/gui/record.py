@@ -21,8 +21,8 @@ from specviz.core.tally import Tally
 
 # A round whose time since the round before exceeds its own measured passes by more than
 # this (and twice them) had a pause or a step's wait inside it: a person's pause is seconds,
-# the time outside the passes a few per cent of a round (README "The algorithm, as
-# implemented": at most ~5 %).
+# the time outside the passes a few per cent of a round (at most 4.7 % in
+# benchmarks/results/2026-11-25-0246-drafters.md).
 PAUSE_SLACK_S = 0.25
 
 
