@@ -94,6 +94,7 @@ class Soak:
         self.themes = itertools.cycle(["dark", "contrast", "light"])
         # Crashes: anything raised into a Qt slot or timer reaches sys.excepthook.
         self.crashes: list[str] = []
+        self.timeouts = 0  # waits that ran out: a step of the mix that never happened
         sys.excepthook = lambda *exc: self.crashes.append(
             "".join(traceback.format_exception(*exc))[-2000:])
         # Stalls: gaps between the ticks of a timer on the GUI thread.
@@ -130,10 +131,12 @@ class Soak:
 
     # -- waiting, with the event loop running ---------------------------------------------
 
-    def wait(self, done: Callable[[], bool], timeout: float = 60.0) -> bool:
+    def wait(self, done: Callable[[], bool], timeout: float = 60.0, quiet: bool = False) -> bool:
+        """Run the event loop until ``done``; False (and counted, unless ``quiet``) on timeout."""
         end = time.monotonic() + timeout
         while not done():
             if time.monotonic() > end:
+                self.timeouts += 0 if quiet else 1
                 return False
             self.app.processEvents()
             # As app.exec() would when control returns to it: objects given deleteLater()
@@ -156,16 +159,23 @@ class Soak:
 
     # -- the mix ---------------------------------------------------------------------------
 
+    def step_round(self) -> None:
+        """F10 until a new round arrives (a staged round first walks its phases)."""
+        start = self.rounds
+        for _ in range(16):
+            self.w.step()
+            if self.wait(lambda: self.rounds > start, 0.5, quiet=True):
+                return
+        self.timeouts += 1
+
     def cycle(self, gif: bool = False) -> None:
         w = self.w
         w.run()  # run, then Stop mid-run
         self.wait(self.rounds_after(3))
         w.stop()
         self.settle()
-        w.step()  # a paused run, two steps, then play on and stop
-        self.wait(self.rounds_after(1))
-        w.step()
-        self.wait(self.rounds_after(1))
+        self.step_round()  # a paused run, two rounds stepped (F10), then play on and stop
+        self.step_round()
         w.toggle_pause()
         self.wait(self.rounds_after(2))
         w.stop()
@@ -194,7 +204,7 @@ class Soak:
         return (f"cycle {cycle:4d}  rss {proc_status('VmRSS') / 1024:7.1f} MB  "
                 f"threads {proc_status('Threads'):3d} (python {threading.active_count()})  "
                 f"worst gap {self.worst_gap * 1000:6.0f} ms  stalls>{STALL_S:g}s "
-                f"{len(self.stalls)}  crashes {len(self.crashes)}  "
+                f"{len(self.stalls)}  crashes {len(self.crashes)}  timeouts {self.timeouts}  "
                 f"{time.monotonic() - began:6.0f} s")
 
 
