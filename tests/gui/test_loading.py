@@ -172,7 +172,7 @@ def test_empty_prompt_is_refused_and_the_window_stays_usable(qtbot, make_window,
     window.run()
     window.step()
     assert window.controller.current is None and window.controller.state == "idle"
-    assert "prompt is empty" in window.run_view.banner.text() and not calls
+    assert "prompt is only whitespace" in window.run_view.banner.text() and not calls
     window.prompt.setPlainText("the cat")
     with qtbot.waitSignal(window.controller.finished, timeout=30000):
         window.run()
