@@ -28,7 +28,7 @@ from specviz.core.run import Request, check, needs_draft_model
 
 from . import demo
 from .controls import CUSTOM, DEVICES, ControlsPanel
-from .geometry import Presentation, restore_window, save_window
+from .geometry import Presentation, restore_window, save_window, scrolled
 from .glossary import install_help
 from .labels import ElidedLabel
 from .presets import mark_presets
@@ -39,7 +39,7 @@ from .stage import install_stage, open_if_race, write_file
 from .style import UI_POINT_SIZE
 from .themes import apply_theme, install_themes, theme_named
 from .worker import DecodeController, Loader, PairSpec, background_threads
-from .zoom import Zoom, add_actions, presentation_factor, step_back, step_forward
+from .zoom import Zoom, add_actions, step_back, step_forward
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {
@@ -66,7 +66,7 @@ class MainWindow(QMainWindow):
         # the race window (gui/replay_bar.py: the bar, the keys, the read-only controls).
         self.replayer = Replayer(self.run_view, self.controller, speed=1.0, detect_races=True)
         self.replayer.progressed.connect(lambda text: self.status_label.setText(text))
-        self.setCentralWidget(self.run_view)
+        self.setCentralWidget(scrolled(self.run_view))  # zoomed in, the views scroll
         self._build_controls()
         self._build_actions()
         self._build_status()
@@ -111,7 +111,6 @@ class MainWindow(QMainWindow):
         # it (after a run, F9 or F11); the dock starts there, the user may drag it wider.
         self.resizeDocks([self.dock], [panel.minimumSizeHint().width()],
                          Qt.Orientation.Horizontal)
-        self.presentation = Presentation(self, self.dock)
 
     def _build_actions(self) -> None:
         self.actions_by_name: dict[str, QAction] = {}
@@ -157,7 +156,8 @@ class MainWindow(QMainWindow):
 
     def _build_stage_keys(self, view_menu) -> None:  # noqa: ANN001
         """Zoom (Ctrl +/-/0, Ctrl+wheel), clicker keys and Esc (gui/zoom.py)."""
-        self.zoom = Zoom(self.run_view)
+        self.zoom = Zoom(self.run_view, (self.controls,))  # the controls zoom too
+        self.presentation = Presentation(self, self.dock, self.run_view, self.zoom)
         self.stage_actions = add_actions(
             self, self.zoom,
             forward=lambda: step_forward(self.run_view, self.step, self.run_view.stager.forward),
@@ -427,21 +427,11 @@ class MainWindow(QMainWindow):
 
     def _on_present_toggled(self, on: bool) -> None:
         """F11: full screen without controls; again: the window exactly as it was."""
-        if on:
-            # Big type takes room from the splitters' panes: leaving gives back the layout too.
-            self._splits_before = [s.saveState() for s in self.run_view.splitters]
-            self._zoom_before = self.zoom.factor
-            self.zoom.set_factor(max(self.zoom.factor, presentation_factor(self)))
+        if on:  # zoom, splitters and window given back on leaving (gui/geometry.py)
             self.presentation.enter()
-            self.run_view.set_presenting(True)  # every bar panel in view, nothing cut
             self.run_view.setFocus()  # clicker keys reach the window, not the prompt
         else:
             self.presentation.leave()
-            self.run_view.set_presenting(False)
-            self.zoom.set_factor(getattr(self, "_zoom_before", 1.0))
-            for splitter, state in zip(self.run_view.splitters,
-                                       getattr(self, "_splits_before", []), strict=False):
-                splitter.restoreState(state)
 
     # -- closing ---------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from functools import partial
 from html import escape
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -38,6 +38,7 @@ AXIS_WIDTH = 124  # px: room for “▶ ” and a 10-character label at the tick
 PANEL_MIN_WIDTH = 280  # px: the label axis plus bars long enough to compare; the title fits
 PANEL_MIN_HEIGHT = 230  # px: the title, N_SHOW rows of labels that do not touch, the x axis
 LABEL_CHARS = 10
+SCROLL_MIN = 100  # px of panels at least (zoomed in: a whole row, RoundBarsView.set_scale)
 # Presentation mode (fit): every panel in view, none scrolled to. Fewer candidates per panel
 # and narrower panels, so K = 8 (nine panels) fits two rows under the text at 1920 × 1080.
 FIT_N_SHOW = 4
@@ -200,6 +201,9 @@ class BarPanel:
         self.plot.getAxis("left").setStyle(tickFont=big)
         self.plot.getAxis("left").setWidth(round(AXIS_WIDTH * scale))
         self.plot.getAxis("bottom").setStyle(tickFont=small)
+        # The axis's height from its font, not pyqtgraph's running maximum: zoomed out and
+        # back, that stayed at the small type's 14 px and dropped every probability label.
+        self.plot.getAxis("bottom").setHeight(math.ceil(QFontMetricsF(small).height() + 12))
         self.title_height = self.title_lines * QFontMetricsF(big).lineSpacing() * 1.25 + 8
         self.metrics = QFontMetricsF(big)
 
@@ -238,8 +242,11 @@ class BarPanel:
         if self._changed("x", right):
             self.plot.setXRange(0, right, padding=0)
             self.plot.getAxis("bottom").setTicks([_x_ticks(right), []])
-        if self._changed("y", max(n, 3)):
-            self.plot.setYRange(-0.6, max(n, 3) - 0.4, padding=0)
+        # Room for three rows at least (one or two candidates are not fat bars); presenting,
+        # as many as RoundBarsView.panel_height counted (two, for K = 8 on 768 lines).
+        rows_shown = max(n, 2 if self.title_lines == 2 else 3)
+        if self._changed("y", rows_shown):
+            self.plot.setYRange(-0.6, rows_shown - 0.4, padding=0)
         self.title = title
         size = f"{(PLOT_POINT_SIZE - 1) * self.scale:g}pt"
         if self._changed("title style", (size, self.title_height, self.theme.key)):
@@ -269,6 +276,8 @@ def _x_ticks(top: float) -> list[tuple[float, str]]:
 class RoundBarsView(QWidget):
     """The current (or selected) round, position by position, as p vs q bar charts."""
 
+    width_changed = Signal()  # the panels' width changed: draw the round again (titles)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.scale = 1.0  # zoom: set_scale
@@ -296,9 +305,10 @@ class RoundBarsView(QWidget):
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setWidget(self.graphics)
-        self.scroll.setMinimumHeight(100)
+        self.scroll.setMinimumHeight(SCROLL_MIN)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(2)  # header, key and panels read as one block; the rows need the px
         layout.addWidget(self.header)
         layout.addWidget(self.key)
         layout.addWidget(self.scroll, 1)
@@ -312,6 +322,14 @@ class RoundBarsView(QWidget):
         self.panels_drawn = 0  # work done, for tests
         self.fit = False  # presentation mode: set_fit
         self.n_show = N_SHOW
+        # The titles' tokens are cut to the panels' width (_title_token): a new width asks
+        # for the round again (the owner knows whether it is staged), once the resizing (a
+        # splitter dragged) has paused.
+        self._titled_width = 0
+        self._retitle = QTimer(self)
+        self._retitle.setSingleShot(True)
+        self._retitle.setInterval(120)
+        self._retitle.timeout.connect(self.width_changed)
 
     def set_fit(self, fit: bool) -> None:
         """Presentation mode: all panels in view (fewer candidates, narrower, even rows)."""
@@ -319,6 +337,7 @@ class RoundBarsView(QWidget):
             return
         self.fit = fit
         self.n_show = FIT_N_SHOW if fit else N_SHOW
+        self.scroll.setMinimumHeight(SCROLL_MIN)  # set_scale gives it back on leaving
         for panel in self.panels:
             panel.title_lines = 2 if fit else 3
             panel.set_font(self._font, self.scale)
@@ -327,12 +346,13 @@ class RoundBarsView(QWidget):
 
     def panel_height(self) -> int:
         """The height one row of panels needs at this zoom."""
-        if not self.fit:
-            return round(PANEL_MIN_HEIGHT * self.scale)
         panel = self._panel(0)
         line = panel.metrics.lineSpacing()
         # The title, a row per candidate (labels must not touch), the probability axis.
-        return math.ceil(panel.title_height + self.n_show * line * 1.15 + 1.75 * line)
+        need = math.ceil(panel.title_height + self.n_show * line * 1.15 + 1.75 * line)
+        if not self.fit:  # zoomed out, the fixed parts (margins) no longer shrink with it
+            return max(round(PANEL_MIN_HEIGHT * self.scale), need)
+        return need
 
     def fit_rows(self, height: int) -> None:
         """Presenting: four candidates per panel, or three (K = 8 at 1920 × 1080), or two (K = 8
@@ -417,6 +437,10 @@ class RoundBarsView(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self._place(len(self._placed), force=True, shown=self._shown)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()  # the header's and key's lines, and so the minimum, changed
+            if self.round is not None and self._panel_width() != self._titled_width:
+                self._retitle.start()
 
     def _place(self, count: int, force: bool = False, shown: int | None = None) -> None:
         """Put the first ``count`` panels in a grid (only when the arrangement changes).
@@ -463,9 +487,14 @@ class RoundBarsView(QWidget):
     def set_scale(self, scale: float) -> None:
         """Zoom every panel (tick fonts, axis, titles, room per panel) and redraw the round."""
         self.scale = scale
-        for panel in self.panels:
-            panel.set_font(self._font, scale)
+        # Zoomed in, a whole row of panels stays in view (the window scrolls instead: it
+        # once kept 70 px of them, titles and no bars); presenting, fit_rows sees to it.
+        for panel in self.panels or [self._panel(0)]:
+            panel.set_font(self._font, scale)  # panel_height reads the new type
+        self.scroll.setMinimumHeight(max(SCROLL_MIN, self.panel_height())
+                                     if scale > 1.0 and not self.fit else SCROLL_MIN)
         self.show_round(self.round, self._selected)
+        self.updateGeometry()  # the new minimum (type, a row of panels) reaches the splitter
 
     def show_round(self, rnd: Round | None, selected: bool = False,
                    limit: int | None = None) -> None:
@@ -490,7 +519,8 @@ class RoundBarsView(QWidget):
         if rnd.extra is not None:
             i = len(decided)
             self._todo.append(partial(self._show_extra, self.panels[i], rnd.extra, i))
-        self.header.setText(self._headline(rnd, discarded, selected, self.theme.muted))
+        self.header.setText(self._headline(rnd, discarded, selected, self.theme.muted,
+                                           short=self.fit))
         self.updateGeometry()  # a headline on two lines needs a taller minimum
         self.draw_more(limit)
 
@@ -519,18 +549,23 @@ class RoundBarsView(QWidget):
                    if d.status == "accepted" else
                    f"<span style='color:{self.theme.ink('rejected')}'>✗ rejected</span>")
         small = f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
+        # The figures a size down: "min(1,p/q) 0.750 · r 0.500" filled a panel at its least
+        # width (zoomed in at 1366 × 768: 439 px in 430).
+        smaller = f"<span style='font-size:{(PLOT_POINT_SIZE - 2) * self.scale:g}pt'>"
         if self.fit:  # two lines: the verdict, and the test that decided it
             ok = d.status == "accepted"
             sign = f"<span style='color:{self.theme.ink('accepted' if ok else 'rejected')}'>" \
                    f"{'✓' if ok else '✗'}</span>"
             r = f"{d.r:.2f}" if d.r is not None else "—"
-            title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, FIT_TITLE_CHARS))}”"
+            shown = self._title_token(d.text, FIT_TITLE_CHARS, f"#{d.index + 1} “” ✓")
+            title = (f"<b>#{d.index + 1}</b> “{escape(shown)}”"
                      f" <b>{sign}</b><br>{small}r {r} {'&lt;' if ok else '≥'} min(1,p/q) "
                      f"{d.ratio:.2f}</span>")
         else:
-            title = (f"<b>#{d.index + 1}</b> “{escape(token_label(d.text, LABEL_CHARS))}” "
+            shown = self._title_token(d.text, LABEL_CHARS, f"#{d.index + 1} “” ✗ rejected")
+            title = (f"<b>#{d.index + 1}</b> “{escape(shown)}” "
                      f"<b>{verdict}</b><br>"
-                     f"{small}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
+                     f"{smaller}p {fmt_prob(d.p)} · q {fmt_prob(d.q)}<br>"
                      f"min(1,p/q) {fmt_prob(d.ratio)} · r {fmt_prob(d.r)}</span>")
         panel.show([token_label(c.text, LABEL_CHARS) for c in cands], [c.p or 0.0 for c in cands],
                    [c.q or 0.0 for c in cands], marked, title)
@@ -551,22 +586,46 @@ class RoundBarsView(QWidget):
         if self.fit:  # two lines: the token and its fate, where it was drawn from
             detail = detail.split("<br>")[0].replace("all K kept: one more from p",
                                                      "all K kept: from p")
-            title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, FIT_TITLE_CHARS))}”"
+            shown = self._title_token(e.text, FIT_TITLE_CHARS,
+                                      f"#{position + 1} “” {fate.label}")
+            title = (f"<b>#{position + 1}</b> “{escape(shown)}”"
                      f" <b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b>"
                      f"<br><span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
                      f"{detail}</span>")
             panel.show([token_label(r[1], LABEL_CHARS) for r in rows], [r[2] for r in rows],
                        None, marked, title, p_color=color)
             return
-        title = (f"<b>#{position + 1}</b> “{escape(token_label(e.text, LABEL_CHARS))}” "
+        shown = self._title_token(e.text, LABEL_CHARS, f"#{position + 1} “” {fate.label}")
+        title = (f"<b>#{position + 1}</b> “{escape(shown)}” "
                  f"<b><span style='color:{self.theme.ink(e.kind)}'>{fate.label}</span></b><br>"
                  f"<span style='font-size:{(PLOT_POINT_SIZE - 1) * self.scale:g}pt'>"
                  f"{detail}</span>")
         labels = [token_label(r[1], LABEL_CHARS) for r in rows]
         panel.show(labels, [r[2] for r in rows], None, marked, title, p_color=color)
 
+    def _panel_width(self) -> int:
+        """The width of a panel's cell in the grid now."""
+        return self.scroll.viewport().width() // self.columns(len(self._placed) or 1)
+
+    def _title_token(self, text: str, limit: int, rest: str) -> str:
+        """A token for a panel's first title line, cut to ``limit`` characters and to the
+        pixels the panel has beside ``rest`` (the line's other words): CJK is twice as wide."""
+        shown = token_label(text, limit)
+        width = self._titled_width = self._panel_width()
+        font = QFont(self._font)
+        font.setPointSizeF((PLOT_POINT_SIZE - 1) * self.scale)
+        font.setBold(True)  # the number and the verdict are bold: measure all of it so
+        metrics = QFontMetricsF(font)
+        room = width - metrics.horizontalAdvance(rest) - 28  # the plot's and grid's margins
+        if metrics.horizontalAdvance(shown) <= room:
+            return shown
+        return metrics.elidedText(shown, Qt.TextElideMode.ElideRight, max(room, 0.0)) or "…"
+
     @staticmethod
-    def _headline(rnd: Round, discarded: int, selected: bool, muted: str = "#595959") -> str:
+    def _headline(rnd: Round, discarded: int, selected: bool, muted: str = "#595959",
+                  short: bool = False) -> str:
+        """The round in words (``short``, presenting: without the discarded drafts and the
+        count added, which the panels and the stream show: one line of room type, not two)."""
         which = "selected round" if selected else "round"
         # The K policy's reason for this round's K (adaptive policies), e.g. "α̂ 0.62 … → K 3".
         why = f" <span style='color:{muted}'>[{escape(rnd.policy_reason)}]</span>" \
@@ -583,6 +642,8 @@ class RoundBarsView(QWidget):
                     f"{escape(token_label(rnd.extra.text))}”"
         elif rnd.extra is not None and rnd.extra.kind == "bonus":
             text += f" → bonus “{escape(token_label(rnd.extra.text))}”"
+        if short:
+            return text
         if discarded:
             text += f" ({discarded} later draft{'s' if discarded > 1 else ''} discarded)"
         n = len(rnd.appended_ids)

@@ -4,11 +4,19 @@ presentation mode (F11) that gives back exactly the window it took.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from PySide6.QtCore import QByteArray, QRect, QSettings, QSize, Qt
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, QSize, Qt
+from PySide6.QtGui import QGuiApplication, QResizeEvent
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QDockWidget,
+    QFrame,
+    QMainWindow,
+    QScrollArea,
+    QWidget,
+)
 
 FIRST_SIZE = QSize(1600, 950)  # the size a first launch asks for, where the screen has room
 
@@ -77,14 +85,27 @@ class Before:
     dock_visible: bool
     menu_visible: bool
     status_visible: bool = True
+    zoom: float = 1.0
+    splits: list[list[int]] = field(default_factory=list)
 
 
-class Presentation:
-    """Full screen without controls and menu; leaving restores the window exactly."""
 
-    def __init__(self, window: QMainWindow, dock: QDockWidget) -> None:
+
+class Presentation(QObject):
+    """Full screen without controls and menu, type sized for the room; leaving restores the
+    window exactly: geometry, zoom, the splitters' sizes, what was shown.
+
+    ``view`` (a RunView) and ``zoom`` (its Zoom) are optional: without them only the
+    window is changed.
+    """
+
+    def __init__(self, window: QMainWindow, dock: QDockWidget, view: Any = None,
+                 zoom: Any = None) -> None:
+        super().__init__(window)
         self.window = window
         self.dock = dock
+        self.view = view
+        self.zoom = zoom
         self.before: Before | None = None
 
     @property
@@ -95,18 +116,44 @@ class Presentation:
         if self.before is not None:
             return
         w = self.window
+        # Everything is taken down before anything changes: a zoom first would grow a
+        # window whose minimum no longer fits, and that size would be "given back".
         self.before = Before(w.windowState(), w.saveGeometry(), self.dock.isVisibleTo(w),
-                             w.menuBar().isVisibleTo(w), w.statusBar().isVisibleTo(w))
+                             w.menuBar().isVisibleTo(w), w.statusBar().isVisibleTo(w),
+                             self.zoom.factor if self.zoom is not None else 1.0,
+                             [s.sizes() for s in self.view.splitters]
+                             if self.view is not None else [])
         self.dock.hide()
         w.menuBar().hide()
         w.statusBar().hide()  # small type the room cannot read; its height goes to the bars
         w.showFullScreen()
+        if self.view is not None:
+            self.view.set_presenting(True)  # every bar panel in view, nothing cut
+        if self.zoom is not None:
+            self.zoom.set_factor(max(self.before.zoom, self._room_factor()))
+
+    def screen_size(self) -> QSize:
+        """The size of the screen the window goes full screen on."""
+        screen = self.window.screen() or QGuiApplication.primaryScreen()
+        return screen.geometry().size()
+
+    def _room_factor(self) -> float:
+        """The zoom for that screen: type as tall on the wall at any resolution (gui/zoom.py)."""
+        from .zoom import presentation_factor
+
+        return presentation_factor(self.window, self.screen_size().height())
 
     def leave(self) -> None:
         before, self.before = self.before, None
         if before is None:
             return
         w = self.window
+        # The type first: the controls, shown again at the room's size, kept that width
+        # (the dock 382 px, not 333, at 1366 × 768).
+        if self.zoom is not None:
+            self.zoom.set_factor(before.zoom)
+        if self.view is not None:
+            self.view.set_presenting(False)
         self.dock.setVisible(before.dock_visible)
         w.menuBar().setVisible(before.menu_visible)
         w.statusBar().setVisible(before.status_visible)
@@ -115,12 +162,67 @@ class Presentation:
         else:
             w.showNormal()
             w.restoreGeometry(before.geometry)
+        # The user's sizes, not the shares Qt kept through full screen.
+        if self.view is not None:
+            for splitter, sizes in zip(self.view.splitters, before.splits, strict=False):
+                splitter.setSizes(sizes)
 
     def controls_hidden(self) -> bool:
         """Whether the user hid the controls (what they were before presentation mode)."""
         if self.before is not None:
             return not self.before.dock_visible
         return not self.dock.isVisibleTo(self.window)
+
+
+class _Fill(QWidget):
+    """One widget filling this one, without a layout: a scroll area then sizes it by its
+    minimum, not by the preferred height a word-wrapping layout reports for a width."""
+
+    def __init__(self, view: QWidget) -> None:
+        super().__init__()
+        self.view = view
+        view.setParent(self)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        hint = self.view.minimumSizeHint().expandedTo(self.view.minimumSize())
+        layout = self.view.layout()
+        if layout is None or not layout.hasHeightForWidth():
+            return hint
+        # Word-wrapped labels need more lines at this width than their minimum hint says:
+        # every item at its height for this width, except the stretching ones (the views'
+        # splitter) at their minimum.
+        width = max(self.width(), hint.width())
+        height = layout.totalHeightForWidth(width)
+        stretching = [i for i in range(layout.count())
+                      if isinstance(layout, QBoxLayout) and layout.stretch(i) > 0]
+        for i in stretching:
+            item = layout.itemAt(i)
+            height -= max(0, item.sizeHint().height() - item.minimumSize().height())
+        return QSize(hint.width(), max(hint.height(), height))
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return self.view.sizeHint()
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # the view's minimum changed
+            self.updateGeometry()
+        return super().event(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        self.view.setGeometry(self.rect())
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()  # the wrapped labels' lines changed with the width
+
+
+def scrolled(view: QWidget) -> QScrollArea:
+    """``view`` in a scroll area that scrolls only when the view's minimum exceeds the
+    window (zoomed in on a small screen); otherwise the view fills it, as if unwrapped."""
+    area = QScrollArea()
+    area.setObjectName("central")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidget(_Fill(view))
+    return area
 
 
 def save_window(window: QMainWindow, store: QSettings,

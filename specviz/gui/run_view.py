@@ -10,8 +10,8 @@ import time
 from collections import deque
 from html import escape
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QResizeEvent, QShowEvent
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -31,7 +31,7 @@ from .record import RunRecord
 from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView
-from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
+from .style import FATES, STREAM_KINDS, STREAM_POINT_SIZE, UI_POINT_SIZE
 from .themes import LIGHT, Theme, apply_palette
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
@@ -41,6 +41,7 @@ FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
 FRAME_FRAGMENTS = 160  # tokens (kept or struck) appended to the stream; the rest wait a frame
 FRAME_PANELS = 6  # p-vs-q panels drawn (K + 1 a round); at K = 16 a round takes three frames
 STATS_S = 0.1  # the acceptance plots and numbers redraw at most this often
+STREAM_COLUMNS = 24  # characters of text at least beside the plots (else they go under it)
 
 STOP_REASONS = {
     "eos": "the model ended its answer (EOS)",
@@ -173,6 +174,7 @@ class RunView(QWidget):
         self.stream = TokenStreamView()
         self.stream.round_clicked.connect(self._on_round_clicked)
         self.bars = RoundBarsView()
+        self.bars.width_changed.connect(self._redraw)  # titles cut to the new width
         self.stage_panel = StagePanel()
         self.stager = Stager(self.bars, self.stage_panel, on_phase=self._on_stage_phase)
         # A staged round shows only what its phase has revealed: its text, and the plots and
@@ -201,6 +203,10 @@ class RunView(QWidget):
         main.addWidget(bars_box)
         for splitter in (top, main):
             splitter.setChildrenCollapsible(False)
+        # A wider window widens the text, not the plots (a narrow one once left the text at
+        # its minimum when the window grew again, the room going to the plots).
+        top.setStretchFactor(0, 1)
+        top.setStretchFactor(1, 0)
         self.splitters = (top, main)
         self._sized = False
 
@@ -253,6 +259,7 @@ class RunView(QWidget):
         self.bars.set_fit(on)
         self.speed.set_compact(on)
         self.acceptance.set_compact(on)
+        self._draw_stats()  # the numbers' captions, compact or not, before the panes fit
         self.fit_panes()
 
     def fit_panes(self) -> None:
@@ -281,8 +288,35 @@ class RunView(QWidget):
         if total:
             main.setSizes([upper, total - upper])
 
+    def event(self, event: QEvent) -> bool:
+        handled = super().event(event)
+        if event.type() == QEvent.Type.LayoutRequest:
+            # The parent is a scroll area's filler without a layout (gui/geometry.py): it
+            # learns a new minimum (zoom, a second row of numbers) only from this.
+            self.updateGeometry()
+        return handled
+
+    def arrange_top(self) -> None:
+        """Text beside the plots where both fit; zoomed in on a narrow window, the plots go
+        under the text (the text once kept 70 px: a letter a line)."""
+        top = self.splitters[0]
+        font = QFont(self.stream.font())
+        font.setPointSizeF(STREAM_POINT_SIZE * self.stream.scale)
+        text = STREAM_COLUMNS * QFontMetrics(font).averageCharWidth()
+        wide = self.width() >= text + self.acceptance.minimumSizeHint().width() + 24
+        orientation = Qt.Orientation.Horizontal if wide or self.presenting \
+            else Qt.Orientation.Vertical
+        if top.orientation() != orientation:
+            top.setOrientation(orientation)
+            top.setSizes([1, 1])  # text and plots half each, then their minimums
+            # Stacked, the view scrolls at its minimum height: three lines of text, not one.
+            lines = QFontMetrics(font).lineSpacing() * 3 + 2 * self.stream.frameWidth() + 16
+            self.stream.setMinimumHeight(0 if wide or self.presenting else lines)
+            self.updateGeometry()
+
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        self.arrange_top()
         if self.presenting:
             # After the splitters have their new sizes (they follow this event).
             QTimer.singleShot(0, self.fit_panes)
@@ -602,6 +636,8 @@ class RunView(QWidget):
                 kind += f" [{rec.rounds[-1].policy_reason}]"
         parts = [who, kind if rec.speculative else "baseline", temp, f"seed {s.seed}",
                  f"{len(rec.rounds)} rounds", f"{rec.token_count} tokens"]
+        if self.presenting:  # one line in the room's type: the pair's long names go
+            parts = parts[1:]
         if rec.finished is not None:
             parts.append("done: " + STOP_REASONS.get(rec.finished.stop_reason,
                                                      rec.finished.stop_reason))

@@ -6,7 +6,7 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QFont, QResizeEvent
+from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from .record import RunRecord, SpeedStats
@@ -83,6 +83,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._least = QSize(ACCEPTANCE_MIN_WIDTH, ACCEPTANCE_MIN_HEIGHT)  # set_scale
         self.compact = False  # presentation mode's layout (set_compact)
         self.theme = LIGHT  # set_theme
         self.setBackground("w")
@@ -221,12 +222,25 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
             if base is not None:  # a fixed height (room for descenders): scaled with the text
                 plot.getAxis("bottom").setHeight(round(base * scale))
         # Height grows less than the text: on a projector the round's bars need the room.
-        # Presenting (compact), no taller than at 1×: the round's panels need all rows in view.
-        grow = 1.0 if self.compact else min(scale, 1.2)
-        self.setMinimumSize(round(ACCEPTANCE_MIN_WIDTH * scale),
-                            round(ACCEPTANCE_MIN_HEIGHT * grow))
+        # In the size hint, not setMinimumSize: an explicit minimum replaces the hint for a
+        # splitter, which then squeezed the plots' titles (after F11 → Esc, "K / round" cut).
+        height = self._compact_height(tick) if self.compact else \
+            round(ACCEPTANCE_MIN_HEIGHT * min(scale, 1.2))
+        self._least = QSize(round(ACCEPTANCE_MIN_WIDTH * scale), height)
         self.ci.layout.invalidate()
         self.updateGeometry()  # a splitter holding it learns the new minimum now
+
+    def _compact_height(self, tick: QFont) -> int:
+        """Presenting (the y axes keep their two ends): each row of plots its title, its x
+        axis and room for the two tick labels; no taller than at 1× (the round's panels need
+        the room: K = 8 on a 768-line screen)."""
+        line = QFontMetricsF(tick).lineSpacing()
+        need = 0.0
+        for row in ((self.rate_plot, self.k_plot),
+                    (self.hist_plot, self.pos_plot, self.drafter_plot)):
+            need += max(plot.layout.rowMinimumHeight(0) + plot.getAxis("bottom").height()
+                         for plot in row) + 2.6 * line
+        return min(ACCEPTANCE_MIN_HEIGHT, math.ceil(need) + 24)  # the layout's margins
 
     def set_compact(self, on: bool) -> None:
         """Presentation mode: the plots' minimum height stays at 1× (set_scale), so the y axes
@@ -346,8 +360,8 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         """What the plots need (titles on one line, axes, some plot): a splitter keeps it."""
         need = self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
-        return QSize(max(ACCEPTANCE_MIN_WIDTH, int(need.width()) + 4),
-                     max(ACCEPTANCE_MIN_HEIGHT, int(need.height()) + 4))
+        return QSize(max(self._least.width(), int(need.width()) + 4),
+                     max(self._least.height(), int(need.height()) + 4))
 
     @staticmethod
     def expected_histogram(alpha: float, k: int, rounds: int) -> list[float]:
@@ -432,6 +446,18 @@ class SpeedView(QWidget):
         for label in (*self.names.values(), self.formula):
             label.setStyleSheet(f"color: {theme.muted}")
 
+    def _compact_height(self, tick: QFont) -> int:
+        """Presenting (the y axes keep their two ends): each row of plots its title, its x
+        axis and room for the two tick labels; no taller than at 1× (the round's panels need
+        the room: K = 8 on a 768-line screen)."""
+        line = QFontMetricsF(tick).lineSpacing()
+        need = 0.0
+        for row in ((self.rate_plot, self.k_plot),
+                    (self.hist_plot, self.pos_plot, self.drafter_plot)):
+            need += max(plot.layout.rowMinimumHeight(0) + plot.getAxis("bottom").height()
+                         for plot in row) + 2.6 * line
+        return min(ACCEPTANCE_MIN_HEIGHT, math.ceil(need) + 24)  # the layout's margins
+
     def set_compact(self, on: bool) -> None:
         """Presentation mode: the formula line goes (it stays in the numbers' tooltips)."""
         self.compact = on
@@ -453,6 +479,13 @@ class SpeedView(QWidget):
         self.grid.addWidget(self.formula, 2 * (6 // columns), 0, 1, columns)
         # Narrow: the numbers take two rows, and the formula stays in the tooltips.
         self.formula.setVisible(columns == 6 and not self.compact)
+
+    def refit(self) -> None:
+        """One row or two for the numbers' new type size (zoom) at the present width."""
+        columns = 6 if self._wide_enough(self.width()) else 3
+        if columns != self.columns:
+            self._arrange(columns)
+            self.updateGeometry()
 
     def _wide_enough(self, width: int) -> bool:
         columns = sum(max(self.values[k].sizeHint().width(), self.names[k].sizeHint().width())
@@ -498,8 +531,11 @@ class SpeedView(QWidget):
         against = self.AGAINST.get(stats.measured_against, stats.measured_against)
         # Long references break before "measured at load" so the caption stays narrow.
         against = against.replace(" measured at load", "\nmeasured at load")
+        if self.compact and not stats.measured_speedup:
+            against = ""  # presenting: the dash says it; the line goes to the bars
         self.names["measured_speedup"].setText("measured speedup"
                                                + (f"\n{against}" if against else ""))
+        self.refit()  # a longer caption may no longer fit one row of six (zoomed in)
         self.names["measured_speedup"].setToolTip(
             "Measured: tokens/s of this run ÷ tokens/s of the target alone (a race), or ÷ "
             "1 / (the target's one-token step, timed when the pair loaded). Never estimated. "

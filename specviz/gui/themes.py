@@ -67,6 +67,9 @@ class Theme:
     greyed: str  # discarded drafts' bars (staging)
     good: str  # ✓ identical text (race)
     bad: str  # ✗ / not exact
+    # Text of a disabled control (Stop during a replay): far dimmer than ``text``, so the
+    # state shows (the muted captions' grey once made disabled buttons look enabled).
+    disabled: str = "#8C8C8C"
     error: tuple[str, str, str] = field(default=("#5A1E00", "#FBE3D3", VERMILLION))
     warning: tuple[str, str, str] = field(default=("#3D2C00", "#FFF0A0", "#A03F00"))
 
@@ -108,7 +111,7 @@ DARK = Theme(
     p="#E2D6FF", q="#3D8FD1", residual="#E69F00", bonus="#2BB38A", mark="#FF7A33",
     plot_bg="#121212", plot_axis="#D8D8D8", plot_text="#EDEDED", plot_grid="#3C3C3C",
     line="#56B4E9", points="#A6D8FF", expected="#E28FC0", lookup="#E69F00", greyed="#4A4A4A",
-    good="#5FD3A8", bad="#FF9A66",
+    good="#5FD3A8", bad="#FF9A66", disabled="#6B6B6B",
     error=("#FFD9C7", "#4F2410", "#FF7A33"), warning=("#FFE680", "#3A2F00", "#E69F00"),
 )
 
@@ -126,7 +129,7 @@ HIGH_CONTRAST = Theme(
     p="#FFFFFF", q="#3DA5F5", residual="#FFB000", bonus="#3DF5B8", mark="#FF7A33",
     plot_bg="#000000", plot_axis="#FFFFFF", plot_text="#FFFFFF", plot_grid="#5A5A5A",
     line="#6CC4FF", points="#FFFFFF", expected="#FF8CD2", lookup="#FFB000", greyed="#505050",
-    good="#3DF5B8", bad="#FF9E6B",
+    good="#3DF5B8", bad="#FF9E6B", disabled="#7A7A7A",
     error=("#FFFFFF", "#000000", "#FF7A33"), warning=("#FFF05A", "#000000", "#FFF05A"),
 )
 
@@ -153,8 +156,31 @@ def palette(theme: Theme) -> QPalette:
                  (role.Shadow, "#000000")):
         pal.setColor(r, QColor(c))
     for r in (role.WindowText, role.Text, role.ButtonText):
-        pal.setColor(group.Disabled, r, QColor(theme.muted))
+        pal.setColor(group.Disabled, r, QColor(theme.disabled))
+    # A disabled button is flat (the window's colour), an enabled one raised.
+    pal.setColor(group.Disabled, role.Button, QColor(theme.window))
     return pal
+
+
+def check_box_palette(theme: Theme) -> QPalette:
+    """A check box's palette: the platform style (Fusion) draws the box's outline in the
+    window colour darkened, invisible on black (high contrast) and faint elsewhere; here the
+    "window" it darkens is the text colour, so the box shows at ≥ 3:1 in every theme."""
+    pal = palette(theme)
+    role, group = QPalette.ColorRole, QPalette.ColorGroup
+    for g in (group.Active, group.Inactive):
+        pal.setColor(g, role.Window, QColor(theme.text))
+    pal.setColor(group.Disabled, role.Window, QColor(theme.disabled))
+    # Its own ground stays the panel's: a check box paints none (autoFillBackground off).
+    return pal
+
+
+def mark_check_boxes(root: QWidget, theme: Theme) -> None:
+    """Every check box under ``root`` with its box visible in ``theme``."""
+    from PySide6.QtWidgets import QCheckBox
+
+    for box in root.findChildren(QCheckBox):
+        box.setPalette(check_box_palette(theme))
 
 
 def apply_palette(widget: QWidget, theme: Theme) -> None:
@@ -299,7 +325,7 @@ def distinguishability_problems(theme: Theme, minimum: float = MIN_DISTANCE) -> 
 
 __all__ = ["DARK", "HIGH_CONTRAST", "LIGHT", "SETTINGS_KEY", "THEMES", "Theme",
            "contrast_problems", "contrast_ratio", "distance", "distinguishability_problems",
-           "luminance", "seen_as", "theme_named"]
+           "check_box_palette", "luminance", "mark_check_boxes", "seen_as", "theme_named"]
 
 
 # -- the window's View → Theme menu ----------------------------------------------------------
@@ -311,6 +337,7 @@ def apply_theme(window: Any, theme: Theme) -> None:
     """``theme`` on a MainWindow: its palette (controls, menus), the run view, the race."""
     window.theme = theme
     apply_palette(window, theme)
+    mark_check_boxes(window, theme)
     window.run_view.set_theme(theme)
     note = getattr(getattr(window, "controls", None), "lenience_note", None)
     if note is not None:  # its own style sheet: #A03F00 is 2.7:1 on the dark window
@@ -365,4 +392,6 @@ def install_themes(window: Any) -> dict[str, Any]:
     window.theme = LIGHT
     if saved is not LIGHT:
         apply_theme(window, saved)
+    else:
+        mark_check_boxes(window, LIGHT)  # the platform's own box is faint (2.2:1) here too
     return actions

@@ -2,17 +2,18 @@
 
 Ctrl+plus / Ctrl+minus / Ctrl+0 and Ctrl+wheel change it; presentation mode (F11) opens at
 a factor that makes token text at least 40 px and labels at least 24 px tall, readable from
-the back of a room on a 1920×1080 projector. The clicker keys (PgDn / Right / Space, PgUp /
+the back of a room on a 1920×1080 projector (on a 1366×768 screen the same height on the
+wall: 28 and 17 px). The clicker keys (PgDn / Right / Space, PgUp /
 Left) and Esc live here too: they are what a presenter presses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QWheelEvent
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from .run_view import RunView
 from .style import PLOT_POINT_SIZE, STREAM_POINT_SIZE, UI_POINT_SIZE
@@ -22,6 +23,7 @@ MAX_FACTOR = 4.0
 STEP = 1.15  # one Ctrl+plus: big enough to see, small enough to land where wanted
 TOKEN_PX = 40  # presentation mode: token text at least this tall (px)
 LABEL_PX = 24  # and every label at least this tall
+PROJECTOR_LINES = 1080  # the two above are for a 1080-line picture; fewer lines, fewer px
 BASE_PT = "specviz_base_pt"  # widget property: its font's point size at factor 1
 
 
@@ -30,11 +32,19 @@ def px_per_pt(widget: QWidget) -> float:
     return widget.logicalDpiY() / 72.0
 
 
-def presentation_factor(widget: QWidget) -> float:
-    """The smallest factor with tokens ≥ TOKEN_PX and labels ≥ LABEL_PX on this screen."""
+def room_px(px: float, screen_height: int | None) -> float:
+    """``px`` on a 1080-line projector, as tall on the wall on a screen ``screen_height`` px
+    high (a 1366×768 laptop on the same projector: 0.71 of it); None: 1080 lines."""
+    return px * min(1.0, (screen_height or PROJECTOR_LINES) / PROJECTOR_LINES)
+
+
+def presentation_factor(widget: QWidget, screen_height: int | None = None) -> float:
+    """The smallest factor with tokens ≥ TOKEN_PX and labels ≥ LABEL_PX on the wall, on a
+    screen ``screen_height`` px high (None: 1080)."""
     ppt = px_per_pt(widget)
     smallest_label = min(UI_POINT_SIZE, PLOT_POINT_SIZE - 2)  # the speed numbers' captions
-    return max(1.0, TOKEN_PX / (STREAM_POINT_SIZE * ppt), LABEL_PX / (smallest_label * ppt))
+    return max(1.0, room_px(TOKEN_PX, screen_height) / (STREAM_POINT_SIZE * ppt),
+               room_px(LABEL_PX, screen_height) / (smallest_label * ppt))
 
 
 class Zoom(QObject):
@@ -42,21 +52,25 @@ class Zoom(QObject):
 
     changed = Signal(float)
 
-    def __init__(self, view: RunView) -> None:
+    def __init__(self, view: RunView, others: Sequence[QWidget] = ()) -> None:
         super().__init__(view)
         self.view = view
+        self.others = tuple(others)  # more widgets whose type follows (the controls panel)
+        self._dock_base: int | None = None  # the controls' dock width at 1× (_fit_dock)
+        self._dock_factor = 1.0
         self.factor = 1.0
         # Ctrl+wheel over any part of the run view. On the view's own widgets, not the
         # application: an application filter sees every event of every window, and windows
         # left behind (a test suite makes hundreds) made each event call hundreds of them.
-        for widget in (view, *view.findChildren(QWidget)):
-            widget.installEventFilter(self)
+        for root in (view, *self.others):
+            for widget in (root, *root.findChildren(QWidget)):
+                widget.installEventFilter(self)
 
     def set_factor(self, factor: float) -> None:
         factor = min(MAX_FACTOR, max(MIN_FACTOR, factor))
         self.factor = factor
         view = self.view
-        widgets = [view, *view.findChildren(QWidget)]
+        widgets = [w for root in (view, *self.others) for w in (root, *root.findChildren(QWidget))]
         # Bases first: a parent's new font would reach children that inherit theirs.
         for widget in widgets:
             if widget.property(BASE_PT) is None and widget.font().pointSizeF() > 0:
@@ -71,11 +85,28 @@ class Zoom(QObject):
         view.stream.set_scale(factor)
         view.bars.set_scale(factor)
         view.acceptance.set_scale(factor)
+        view.speed.refit()  # the numbers in one row again once they fit (after F11 → Esc)
+        view.arrange_top()  # zoomed in on a narrow window: the plots under the text
+        for other in self.others:
+            other.updateGeometry()  # the dock learns the panel's new minimum width
+            self._fit_dock(other, factor)
         # Presenting: the panes' shares for the new type size, now and once the larger
         # labels above them are laid out (the splitter's height follows them).
         view.fit_panes()
         QTimer.singleShot(0, view.fit_panes)
         self.changed.emit(factor)
+
+    def _fit_dock(self, panel: QWidget, factor: float) -> None:
+        """The dock holding ``panel`` as wide as at 1× times ``factor``: zoomed back, the
+        window's views get their width back (the dock once kept its zoomed 485 px)."""
+        dock = panel.parentWidget()
+        window = dock.parentWidget() if isinstance(dock, QDockWidget) else None
+        if not isinstance(window, QMainWindow) or not dock.isVisible():
+            return
+        if self._dock_base is None or abs(self._dock_factor - 1.0) < 1e-9:
+            self._dock_base = dock.width()  # at 1× (the user may have dragged it since)
+        self._dock_factor = factor
+        window.resizeDocks([dock], [round(self._dock_base * factor)], Qt.Orientation.Horizontal)
 
     def zoom_in(self) -> None:
         self.set_factor(self.factor * STEP)

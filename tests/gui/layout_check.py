@@ -35,13 +35,11 @@ def _name(w: QWidget) -> str:
 
 
 def _inside_scroll(w: QWidget) -> bool:
-    """Inside a scroll area's viewport: its size may exceed what shows (it scrolls)."""
+    """A scroll area's content: its size may exceed what shows (it scrolls). Only the
+    content itself: what is inside it must still fit its own parent."""
     p = w.parentWidget()
-    while p is not None:
-        if isinstance(p, QScrollArea):
-            return True
-        p = p.parentWidget()
-    return False
+    area = p.parentWidget() if p is not None else None
+    return isinstance(area, QScrollArea) and area.widget() is w
 
 
 def widget_problems(root: QWidget) -> list[str]:
@@ -62,7 +60,7 @@ def widget_problems(root: QWidget) -> list[str]:
         if isinstance(w, QLabel) and w.text() and not w.property("elides"):
             problems.extend(label_problems(w, name))
         if isinstance(w, QAbstractScrollArea) and w.horizontalScrollBar().isVisible() \
-                and isinstance(w, QScrollArea):
+                and isinstance(w, QScrollArea) and w.objectName() != "central":
             problems.append(f"{name}: horizontal scroll bar (content wider than its panel)")
         if isinstance(w, QTextEdit) and w.document().isEmpty() and w.placeholderText():
             room = w.viewport().width() - 2 * w.document().documentMargin()
@@ -171,9 +169,27 @@ def axis_problems(axis: pg.AxisItem, label: str) -> list[str]:
     return problems
 
 
-def window_problems(window: QMainWindow, screen: tuple[int, int]) -> list[str]:
-    """All of the above, plus: the window's minimum size fits the screen."""
-    problems = []
+def scroll_problems(window: QMainWindow) -> list[str]:
+    """The run view scrolling in its window ("central", gui/geometry.py: allowed only when
+    zoomed in)."""
+    area = window.centralWidget()
+    if not isinstance(area, QScrollArea) or area.widget() is None:
+        return []
+    bars = [name for name, bar in (("horizontally", area.horizontalScrollBar()),
+                                   ("vertically", area.verticalScrollBar())) if bar.isVisible()]
+    if not bars:
+        return []
+    need = area.widget().minimumSizeHint()  # the run view's (geometry._Fill)
+    room = area.viewport().size()
+    return [f"run view minimum {need.width()}×{need.height()} exceeds its room "
+            f"{room.width()}×{room.height()}: it scrolls {' and '.join(bars)}"]
+
+
+def window_problems(window: QMainWindow, screen: tuple[int, int],
+                    may_scroll: bool = False) -> list[str]:
+    """All of the above, plus: the window's minimum size fits the screen, and the run view
+    its window without scrolling (``may_scroll``: zoomed in, it may scroll)."""
+    problems = [] if may_scroll else scroll_problems(window)
     hint = window.minimumSizeHint()
     low = window.minimumSize()
     w, h = max(hint.width(), low.width()), max(hint.height(), low.height())
@@ -186,5 +202,5 @@ def window_problems(window: QMainWindow, screen: tuple[int, int]) -> list[str]:
     return problems
 
 
-__all__ = ["axis_problems", "label_problems", "plot_problems", "widget_problems",
-           "window_problems"]
+__all__ = ["axis_problems", "label_problems", "plot_problems", "scroll_problems",
+           "widget_problems", "window_problems"]

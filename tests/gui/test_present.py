@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtCore import QPoint, QPointF, QSize, Qt
 from PySide6.QtGui import QFontInfo, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
@@ -41,7 +41,7 @@ from specviz.gui.prompt_text import find_user
 from specviz.gui.run_view import RunView
 from specviz.gui.staging import GREYED, phases
 from specviz.gui.style import RESIDUAL_COLOR
-from specviz.gui.zoom import Zoom, px_per_pt
+from specviz.gui.zoom import Zoom, px_per_pt, room_px
 from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
 from tests.gui.windows import tiny_window
 
@@ -122,20 +122,29 @@ def window(qtbot, settings_store, tiny_pair):
     w.controller.decoder_thread.wait()
 
 
-def test_presentation_mode_is_readable_from_the_back(window: MainWindow) -> None:
+@pytest.mark.parametrize("screen", [(1920, 1080), (1366, 768)], ids=["1920", "1366"])
+def test_presentation_mode_is_readable_from_the_back(window: MainWindow, monkeypatch,
+                                                     screen: tuple[int, int]) -> None:
+    """Tokens 40 px and labels 24 px on a 1080-line projector; on a 768-line screen the same
+    height on the wall (28 and 17 px), so a laptop's full screen keeps room for the bars."""
     view = window.run_view
     for e in speculative_events():
         view.apply(e)
     view.flush(now=0.0)
     window.show()
+    monkeypatch.setattr(window.presentation, "screen_size", lambda: QSize(*screen))
     window.present_action.setChecked(True)
     ppt = px_per_pt(view)
+    token_px, label_px = room_px(40, screen[1]), room_px(24, screen[1])
+    wanted = (40, 24) if screen[1] == 1080 else (28.44, 17.07)
+    assert (token_px, label_px) == pytest.approx(wanted, abs=0.01)
     token = next(s for s in view.stream.spans if s.kind == "accepted")
-    assert view.stream.format_at(token.start).fontPointSize() * ppt >= 40
+    assert view.stream.format_at(token.start).fontPointSize() * ppt >= token_px
     for label in (view.info, view.bars.header, view.legend):
-        assert QFontInfo(label.font()).pixelSize() >= 24 or label.font().pointSizeF() * ppt >= 24
+        assert QFontInfo(label.font()).pixelSize() >= label_px or \
+            label.font().pointSizeF() * ppt >= label_px
     panel = view.bars.visible_panels()[0]
-    assert panel.plot.getAxis("left").style["tickFont"].pointSizeF() * ppt >= 24
+    assert panel.plot.getAxis("left").style["tickFont"].pointSizeF() * ppt >= label_px
     # Esc leaves presentation mode and gives the size back.
     window.stage_actions["leave"].trigger()
     assert not window.presentation.active and not window.present_action.isChecked()
@@ -324,9 +333,10 @@ def test_demo_prompts_menu(window: MainWindow) -> None:
 SCREEN = (1920, 1080)
 
 
-def presentation_problems(window: MainWindow) -> list[str]:
+def presentation_problems(window: MainWindow, screen: tuple[int, int] = SCREEN) -> list[str]:
     """What the layout checks miss in presentation mode: panels scrolled out of view, type
-    too small for the back row (tokens < 40 px, labels < 24 px)."""
+    too small for the back row (tokens < 40 px, labels < 24 px on a 1080-line screen; as
+    tall on the wall on a smaller one: gui/zoom.py room_px)."""
     from PySide6.QtWidgets import QLabel
 
     view = window.run_view
@@ -337,54 +347,70 @@ def presentation_problems(window: MainWindow) -> list[str]:
         problems.append(f"bar panels: {bars.graphics.minimumHeight()} px of rows in a "
                         f"{bars.scroll.viewport().height()} px view (rows scrolled out)")
     ppt = px_per_pt(view)
+    token_px, label_px = room_px(40, screen[1]), room_px(24, screen[1])
     token = next(s for s in view.stream.spans if s.kind == "accepted")
-    if view.stream.format_at(token.start).fontPointSize() * ppt < 40:
-        problems.append("token text under 40 px")
+    if view.stream.format_at(token.start).fontPointSize() * ppt < token_px - 0.5:
+        problems.append(f"token text under {token_px:.0f} px")
     for label in view.findChildren(QLabel):
-        if label.isVisible() and label.text() and label.font().pointSizeF() * ppt < 24 - 0.5:
-            problems.append(f"label {label.text()[:30]!r} under 24 px")
+        if label.isVisible() and label.text() and \
+                label.font().pointSizeF() * ppt < label_px - 0.5:
+            problems.append(f"label {label.text()[:30]!r} under {label_px:.0f} px")
     for panel in bars.visible_panels():
-        if panel.plot.getAxis("left").style["tickFont"].pointSizeF() * ppt < 24 - 0.5:
-            problems.append("bar labels under 24 px")
+        if panel.plot.getAxis("left").style["tickFont"].pointSizeF() * ppt < label_px - 0.5:
+            problems.append(f"bar labels under {label_px:.0f} px")
     return problems
 
 
 @pytest.fixture
 def presenting(qtbot, settings_store, monkeypatch):
-    """A window in presentation mode on a 1920 × 1080 screen, fed ``k_events(k)``."""
+    """A window in presentation mode on a ``screen`` (default 1920 × 1080), fed
+    ``k_events(k)``; returns it and what the layout and presentation checks find."""
     from tests.gui.layout_check import window_problems
     from tests.gui.test_layout import k_events
 
     made = []
 
-    def make(k: int) -> tuple[MainWindow, list[str]]:
+    def make(k: int, screen: tuple[int, int] = SCREEN) -> tuple[MainWindow, list[str]]:
         w = MainWindow(loader=None, settings=settings_store, autoload=False)
         qtbot.addWidget(w)
         made.append(w)
         w.showNormal()
-        w.resize(1366, 768)
+        w.resize(screen[0], screen[1] - 60)  # a window on that screen, below its panel
         w.run_view.timer.stop()
-        # The offscreen screen is 800 × 800: "full screen" here is a 1920 × 1080 projector.
-        monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*SCREEN)))
+        # The offscreen screen is 800 × 800: "full screen" here is the screen asked for.
+        monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*screen)))
+        monkeypatch.setattr(w.presentation, "screen_size", lambda: QSize(*screen))
         w.present_action.setChecked(True)
         for e in k_events(k):
             w.run_view.apply(e)
         for _ in range(4):
             w.run_view.flush(now=0.0)
             QApplication.processEvents()
-        assert w.size().toTuple() == SCREEN
-        return w, window_problems(w, SCREEN) + presentation_problems(w)
+        assert w.size().toTuple() == screen
+        return w, window_problems(w, screen) + presentation_problems(w, screen)
 
     yield make
     for w in made:
         w.close()
 
 
+SCREENS = [(1920, 1080), (1366, 768)]
+
+
+@pytest.mark.parametrize("screen", SCREENS, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("k", [4, 8])
-def test_presentation_at_1920x1080_shows_everything(presenting, k: int) -> None:
-    window, problems = presenting(k)
+def test_presentation_shows_everything(presenting, k: int, screen: tuple[int, int]) -> None:
+    """Stream, every bar panel and the plots, nothing cut, type for the back row, at 1920 ×
+    1080 and at 1366 × 768 (which hid the bars: only their titles showed, the stream 3.5
+    lines, the plots squashed; the window's minimum was 973 × 856 on a 768-line screen)."""
+    window, problems = presenting(k, screen)
     assert not problems, "\n".join(problems)
-    assert len(window.run_view.bars.visible_panels()) == k + 1
+    view = window.run_view
+    assert len(view.bars.visible_panels()) == k + 1
+    # The bars visible, not just their titles: rows of candidates (tick labels that neither
+    # overlap nor go missing: window_problems), and lines of text in the stream.
+    assert all(len(p.labels) >= 2 for p in view.bars.visible_panels())
+    assert view.stream.viewport().height() >= 3 * view.stream.fontMetrics().lineSpacing()
     window.present_action.setChecked(False)  # leaving: the normal panels again
     assert window.run_view.bars.n_show == 6 and not window.run_view.bars.fit
 

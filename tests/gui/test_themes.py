@@ -9,6 +9,9 @@ Broken variants each test rejects (built in the tests themselves, as dataclasses
   one colour for a deuteranope): test_broken_colour_blind_pair_is_caught
 - p and q bars of one lightness, violet and blue (one colour to a protanope): same test
 - the light theme before this change (rejected text #A03F00: 4.49:1): test_old_light_...
+- disabled text in the captions' muted grey on a raised button (dark, high contrast: Stop
+  and Pause looked enabled during a replay): test_old_disabled_grey_is_caught
+- high contrast with the platform's check box (no box on black): test_old_invisible_box_...
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import dataclasses
 
 import pytest
 from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QApplication
 
 from specviz.gui.themes import (
     DARK,
@@ -199,3 +203,110 @@ def test_a_view_left_out_is_caught(window, monkeypatch) -> None:
     window.set_theme("dark")
     with pytest.raises(AssertionError):
         assert colours_shown(window)["accepted token"] == DARK.bg("accepted").lower()
+
+
+# -- the disabled state and the check box's box (issue 26, item 10) -------------------------
+#
+# Before: in dark and high contrast, Stop, Pause and "Follow live round" looked enabled
+# during a replay (disabled text #B4B4B4 / #E0E0E0, the muted captions' grey, on the same
+# raised button), and an unchecked check box had no visible box on black.
+
+def _ink(image, background: str) -> float:
+    """The highest contrast of any pixel of ``image`` against ``background``."""
+    best = 1.0
+    for y in range(0, image.height(), 1):
+        for x in range(0, image.width(), 1):
+            best = max(best, contrast_ratio(image.pixelColor(x, y).name(), background))
+    return best
+
+
+def _button_inks(qtbot, theme) -> tuple[float, float]:
+    """(enabled, disabled): how strongly a push button's text stands out, as drawn."""
+    from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
+
+    from specviz.gui.themes import apply_palette
+
+    holder = QWidget()
+    qtbot.addWidget(holder)
+    apply_palette(holder, theme)
+    row = QHBoxLayout(holder)
+    on, off = QPushButton("❚❚ Pause"), QPushButton("❚❚ Pause")
+    off.setEnabled(False)
+    row.addWidget(on)
+    row.addWidget(off)
+    holder.show()
+    QApplication.processEvents()
+    inks = []
+    for button in (on, off):
+        image = button.grab().toImage()
+        ground = image.pixelColor(image.width() // 2, 4).name()  # inside the frame, above text
+        inks.append(_ink(image.copy(6, 6, image.width() - 12, image.height() - 12), ground))
+    return inks[0], inks[1]
+
+
+def disabled_problems(enabled: float, disabled: float, theme_key: str) -> list[str]:
+    """A disabled control must read as such: its text at most half as contrasted."""
+    if enabled < 2 * disabled:
+        return [f"{theme_key}: disabled text {disabled:.1f}:1 vs enabled {enabled:.1f}:1 — "
+                "the disabled state does not show"]
+    return []
+
+
+@pytest.mark.parametrize("theme", list(THEMES.values()), ids=list(THEMES))
+def test_disabled_buttons_look_disabled(qtbot, theme) -> None:
+    enabled, disabled = _button_inks(qtbot, theme)
+    assert not disabled_problems(enabled, disabled, theme.key)
+    assert enabled >= (7.0 if theme is HIGH_CONTRAST else 4.5)  # and enabled ones readable
+    dim = contrast_ratio(theme.disabled, theme.window)
+    assert dim < contrast_ratio(theme.text, theme.window) / 2
+
+
+@pytest.mark.parametrize("theme", [DARK, HIGH_CONTRAST], ids=["dark", "contrast"])
+def test_old_disabled_grey_is_caught(qtbot, monkeypatch, theme) -> None:
+    """The broken variant: disabled text in the captions' muted grey (as before)."""
+    from specviz.gui import themes
+    from tests.mutation import mutant
+
+    monkeypatch.setattr(themes, "palette", mutant(
+        themes.palette, ("QColor(theme.disabled)", "QColor(theme.muted)"),
+        ("    pal.setColor(group.Disabled, role.Button, QColor(theme.window))\n", "")))
+    enabled, disabled = _button_inks(qtbot, theme)
+    assert disabled_problems(enabled, disabled, theme.key)
+
+
+def _box_pixels(qtbot, theme, marked: bool = True) -> int:
+    """Pixels of an unchecked check box's indicator that stand out from the window (≥ 3:1)."""
+    from PySide6.QtWidgets import QCheckBox, QStyle, QStyleOptionButton, QVBoxLayout, QWidget
+
+    from specviz.gui.themes import apply_palette, mark_check_boxes
+
+    holder = QWidget()
+    qtbot.addWidget(holder)
+    apply_palette(holder, theme)
+    box = QCheckBox("Target alone (baseline)")
+    QVBoxLayout(holder).addWidget(box)
+    if marked:
+        mark_check_boxes(holder, theme)
+    holder.show()
+    QApplication.processEvents()
+    option = QStyleOptionButton()
+    box.initStyleOption(option)
+    rect = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, option, box)
+    image = box.grab().toImage()
+    ground = theme.window if theme is not LIGHT else \
+        holder.palette().color(holder.backgroundRole()).name()
+    return sum(contrast_ratio(image.pixelColor(x, y).name(), ground) >= 3.0
+               for y in range(rect.top(), rect.bottom() + 1)
+               for x in range(rect.left(), rect.right() + 1))
+
+
+@pytest.mark.parametrize("theme", list(THEMES.values()), ids=list(THEMES))
+def test_unchecked_checkbox_shows_its_box(qtbot, theme) -> None:
+    """At least a box's outline (4 sides of the ~13 px indicator) stands out at 3:1."""
+    assert _box_pixels(qtbot, theme) >= 30
+
+
+def test_old_invisible_box_is_caught(qtbot) -> None:
+    """The broken variant: high contrast with the platform's box (its outline is the window
+    colour darkened: black on black)."""
+    assert _box_pixels(qtbot, HIGH_CONTRAST, marked=False) < 30
