@@ -35,6 +35,24 @@ def expected_speedup(alpha: float, k: int, cost_ratio: float, verify_cost: float
     return expected_tokens_per_round(alpha, k) / denominator if denominator > 0 else 0.0
 
 
+def pass_costs(draft_s: float, draft_passes: int, verify_s: float, verify_passes: int,
+               step_s: float = 0.0) -> tuple[float, float]:
+    """(c, v): one draft pass and one verify pass in the units the speedup formula takes.
+
+    The one definition every reader uses (the app's numbers, the tally, sweeps). With the
+    target's one-token step measured (``step_s`` > 0), both are in steps: c = draft pass ÷
+    step, v = verify pass ÷ step. Without it, the verify pass is the unit: c = draft pass ÷
+    verify pass and v = 1 (the paper's form). 0 where nothing was timed.
+    """
+    t_draft = draft_s / draft_passes if draft_passes > 0 else 0.0
+    t_verify = verify_s / verify_passes if verify_passes > 0 else 0.0
+    if step_s > 0:
+        return t_draft / step_s, t_verify / step_s
+    if t_verify > 0:
+        return t_draft / t_verify, 1.0
+    return 0.0, 0.0
+
+
 def speedup_vs_step(tokens: int, elapsed_s: float, step_s: float) -> float:
     """Speedup against the target alone at one measured step per token: tokens·step ÷ elapsed."""
     if tokens <= 0 or elapsed_s <= 0 or step_s <= 0:

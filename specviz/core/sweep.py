@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .events import Event, Round, RunFailed, RunFinished, RunStarted, Settings
-from .speed import expected_speedup, speedup_vs_run
+from .speed import expected_speedup, pass_costs, speedup_vs_run
 
 BASELINE = -1  # the point index of the target alone
 
@@ -224,11 +224,13 @@ def summarize(points: Sequence[Point], samples: Sequence[Sample], repeats: int =
         pool = groups[_group(point.settings)]
         tested = sum(r.tested for r in pool)
         alpha = sum(r.accepted for r in pool) / tested if tested else 0.0
-        draft_tokens = sum(r.draft_tokens for r in pool)
-        c = (sum(r.draft_s for r in pool) / draft_tokens / step
-             if draft_tokens and step > 0 else 0.0)
-        passes = sum(r.verify_passes for r in runs)
-        v = sum(r.verify_s for r in runs) / passes / step if passes and step > 0 else 0.0
+        # c pooled over every K (one draft pass costs the same whatever K), v(K) this K's own.
+        c, _ = pass_costs(sum(r.draft_s for r in pool), sum(r.draft_tokens for r in pool),
+                          0.0, 0, step)
+        _, v = pass_costs(0.0, 0, sum(r.verify_s for r in runs),
+                          sum(r.verify_passes for r in runs), step)
+        if step <= 0:
+            c = v = 0.0  # no target-alone step to put them in: no prediction
         rounds = sum(r.rounds for r in runs)
         fixed = point.settings.k_policy == "fixed" and point.settings.drafter == "model"
         k = point.settings.k if fixed else round(sum(r.drafted for r in runs) / rounds

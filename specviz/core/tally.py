@@ -14,6 +14,7 @@ from .events import DrafterTally, Round, Summary
 # The formulas live with the rest of the speed maths; re-exported for the tally's readers.
 from .speed import expected_speedup as expected_speedup
 from .speed import expected_tokens_per_round as expected_tokens_per_round
+from .speed import pass_costs
 
 
 @dataclass
@@ -160,11 +161,11 @@ class Tally:
         return {name: d.accepted / d.tested if d.tested else 0.0
                 for name, d in self.by_drafter.items()}
 
-    def cost_ratio(self) -> float:
-        """c = time of one draft forward / time of one target pass (0 before any)."""
-        t_target = self.verify_time_s / self.target_calls if self.target_calls else 0.0
-        t_draft = self.draft_time_s / self.draft_calls if self.draft_calls else 0.0
-        return t_draft / t_target if t_target > 0 else 0.0
+    def cost_ratio(self, step_s: float = 0.0) -> float:
+        """c (speed.pass_costs): one draft pass ÷ the target's one-token step, or ÷ one
+        verify pass where no step was measured (0 before any)."""
+        return pass_costs(self.draft_time_s, self.draft_calls, self.verify_time_s,
+                          self.target_calls, step_s)[0]
 
     def mean_k(self) -> float:
         """Drafts per round (K varies under the adaptive policies)."""

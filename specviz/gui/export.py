@@ -27,10 +27,10 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from specviz.core.events import DraftPosition, Event, ExtraToken, Round, RunStarted
 from specviz.core.race import as_race
+from specviz.core.record import RunRecord
 
 from .bars import RoundBarsView
 from .labels import k_text
-from .record import RunRecord
 from .stats import AcceptanceView
 from .style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_marks
 

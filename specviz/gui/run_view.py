@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
+from specviz.core.record import RunRecord
 
 from .bars import RoundBarsView
 from .glossary import legend_tooltip
 from .labels import TOOLTIP_CHARS, breakable, capped, k_text
-from .record import RunRecord
 from .staging import StagePanel, Stager
 from .stats import AcceptanceView, SpeedView
 from .stream import TokenStreamView

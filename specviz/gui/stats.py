@@ -9,7 +9,8 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from .record import RunRecord, SpeedStats
+from specviz.core.record import RunRecord, SpeedStats
+
 from .style import (
     BLUE,
     GREY,

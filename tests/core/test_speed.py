@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specviz.core.models import ModelPair
+from specviz.core.record import RunRecord
 from specviz.core.speed import (
     describe_step,
     expected_speedup,
@@ -17,7 +18,6 @@ from specviz.core.speed import (
     speedup_vs_run,
     speedup_vs_step,
 )
-from specviz.gui.record import RunRecord
 from tests.gui.scripted import baseline_events, speculative_events
 from tests.mutation import mutant
 
@@ -144,7 +144,7 @@ def test_measure_target_step_on_a_real_clock(tiny_pair: ModelPair) -> None:
 
 # Each test above, run against a broken copy of what it checks, must fail.
 SPEED = sys.modules["specviz.core.speed"]
-RECORD = sys.modules["specviz.gui.record"]
+RECORD = sys.modules["specviz.core.record"]
 MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
     "E without the α^(K+1) term": (
         test_expected_tokens_per_round, SPEED, "expected_tokens_per_round",
@@ -156,11 +156,12 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
                               [("tokens * step_s / elapsed_s", "elapsed_s / (tokens * step_s)")]),
     "c against the verify pass, not the step": (
         test_run_speed_against_the_measured_step, RECORD, "RunRecord",
-        [("stats.cost_ratio = t_draft / step", "stats.cost_ratio = t_draft / t_verify")]),
+        [("stats.cost_ratio, stats.verify_cost = c, v",
+          "stats.cost_ratio, stats.verify_cost = c / v, v")]),  # c = draft ÷ verify pass
     "the old estimate: one verify pass per token": (
         test_run_speed_without_a_reference_shows_no_speedup, RECORD, "RunRecord",
         [('stats.measured_against = "nothing measured to compare with: run a race"',
-          "stats.measured_speedup = n * t_verify / elapsed")]),
+          "stats.measured_speedup = n * (verify / last.target_calls) / elapsed")]),
     "baseline ignored in a race": (
         test_run_speed_against_a_race_baseline, RECORD, "RunRecord",
         [("if baseline_tokens_per_s:", "if False:")]),
@@ -200,3 +201,26 @@ def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.Mon
         monkeypatch.setitem(globals(), attr, broken)
     with pytest.raises(AssertionError):
         test()
+
+
+def test_c_and_v_have_one_definition() -> None:
+    """c and v once (speed.pass_costs): in one-token steps where the step was measured, else
+    in verify passes (v = 1). The tally, the app's record and sweeps all read it; the tally
+    once divided by the verify pass while the app divided by the step."""
+    assert SPEED.pass_costs(0.2, 4, 0.6, 3, 0.1) == pytest.approx((0.5, 2.0))
+    assert SPEED.pass_costs(0.2, 4, 0.6, 3) == pytest.approx((0.25, 1.0))
+    assert SPEED.pass_costs(0.0, 0, 0.0, 0) == (0.0, 0.0)
+    from specviz.core.events import Round
+    from specviz.core.tally import Tally
+
+    events = speculative_events()
+    record, tally = RunRecord(), Tally()
+    for event in events:
+        record.add(event)
+        if isinstance(event, Round):
+            tally.add_round(event)
+    last = [e for e in events if isinstance(e, Round)][-1]
+    tally.close(last.elapsed_s, last.target_calls, last.draft_calls, 0.0)
+    for step in (0.0, 0.004):
+        stats = record.speed(target_step_s=step or None)
+        assert tally.cost_ratio(step) == pytest.approx(stats.cost_ratio), step

@@ -116,7 +116,8 @@ MUTANTS = {
         [("pool = groups[_group(point.settings)]", "pool = runs")]),
     "v not in steps": (
         test_the_prediction_matches_a_hand_computation, "summarize",
-        [("/ passes / step if passes", "/ passes if passes")]),
+        [("sum(r.verify_passes for r in runs), step)",
+          "sum(r.verify_passes for r in runs))")]),  # v in verify passes: 1 for every K
     "speedup divided the other way": (
         test_the_prediction_matches_a_hand_computation, "summarize",
         [("ratios = [speedup_vs_run(s.run.tokens_per_s, base[(s.prompt, s.repeat)].tokens_per_s)",

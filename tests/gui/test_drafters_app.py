@@ -12,13 +12,13 @@ import dataclasses
 import pytest
 from PySide6.QtGui import QTextCharFormat
 
+from specviz.core import record as record_module
 from specviz.core.events import Round, RunFinished, RunStarted, Settings
 from specviz.core.options import APP_PROFILE, profile
-from specviz.gui import record as record_module
+from specviz.core.record import RunRecord
 from specviz.gui import stream as stream_module
 from specviz.gui.app import CUSTOM, MainWindow
 from specviz.gui.controls import FIELDS, ControlsPanel
-from specviz.gui.record import RunRecord
 from specviz.gui.run_view import RunView
 from specviz.gui.stats import AcceptanceView
 from specviz.gui.stream import TokenStreamView

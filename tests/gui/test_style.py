@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.gui.record import RunRecord, expected_speedup, expected_tokens_per_round
+from specviz.core.record import RunRecord, expected_speedup, expected_tokens_per_round
 from specviz.gui.style import FATES, STREAM_KINDS, special_marker, token_label
 from tests.gui.scripted import speculative_events
 

@@ -270,7 +270,7 @@ def test_expected_speedup_uses_the_k_the_rounds_used() -> None:
     """
     import dataclasses
 
-    from specviz.gui.record import RunRecord
+    from specviz.core.record import RunRecord
 
     started, *rest = speculative_events()
     adaptive = dataclasses.replace(
@@ -306,7 +306,7 @@ def stepped_events() -> list:
 
 
 def test_paused_and_stepped_time_is_not_decoding_time(record_cls: type | None = None) -> None:
-    from specviz.gui import record as record_module
+    from specviz.core import record as record_module
 
     rec = (record_cls or record_module.RunRecord)()
     for event in stepped_events():
@@ -339,7 +339,7 @@ def test_a_paused_baseline_is_no_slower(view: RunView) -> None:
 
 def test_the_old_elapsed_time_is_rejected() -> None:
     """The broken variant: tokens/s over the wall time, pauses included."""
-    from specviz.gui import record as record_module
+    from specviz.core import record as record_module
     from tests.mutation import mutant
 
     broken = mutant(record_module.RunRecord,

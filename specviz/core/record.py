@@ -9,15 +9,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
-from specviz.core.speed import (
+from .events import Event, Round, RunFailed, RunFinished, RunStarted
+from .speed import (
     describe_step,
     expected_speedup,
     expected_tokens_per_round,
+    pass_costs,
     speedup_vs_run,
     speedup_vs_step,
 )
-from specviz.core.tally import Tally
+from .tally import Tally
 
 # A round whose time since the round before exceeds its own measured passes by more than
 # this (and twice them) had a pause or a step's wait inside it: a person's pause is seconds,
@@ -191,8 +192,8 @@ class RunRecord:
             return stats
         verify = sum(r.verify_time_s for r in self.rounds)
         draft = sum(r.draft_time_s for r in self.rounds)
-        t_verify = verify / last.target_calls if last.target_calls else 0.0
-        t_draft = draft / last.draft_calls if last.draft_calls else 0.0
+        c, v = pass_costs(draft, last.draft_calls, verify, last.target_calls,
+                          target_step_s or 0.0)
         stats.alpha = self.alpha
         # The K the rounds used: under the heuristic and cost policies it is not the setting.
         k = self.k if self.started is None or self.started.settings.k_policy == "fixed" \
@@ -200,16 +201,14 @@ class RunRecord:
         step = target_step_s or 0.0
         if step > 0:
             stats.target_step_s = step
-            stats.cost_ratio = t_draft / step
-            stats.verify_cost = t_verify / step
-            stats.expected_speedup = expected_speedup(stats.alpha, k, stats.cost_ratio,
-                                                      stats.verify_cost)
-            stats.paper_speedup = expected_speedup(stats.alpha, k, stats.cost_ratio)
-        elif t_verify > 0:
+            stats.cost_ratio, stats.verify_cost = c, v
+            stats.expected_speedup = expected_speedup(stats.alpha, k, c, v)
+            stats.paper_speedup = expected_speedup(stats.alpha, k, c)
+        elif v > 0:
             # No step measured: c against the verify pass, and only the paper's form (v = 1),
             # which the view keeps out of the big number.
-            stats.cost_ratio = t_draft / t_verify
-            stats.paper_speedup = expected_speedup(stats.alpha, k, stats.cost_ratio)
+            stats.cost_ratio = c
+            stats.paper_speedup = expected_speedup(stats.alpha, k, c)
         if baseline_tokens_per_s:
             stats.measured_speedup = speedup_vs_run(stats.tokens_per_s, baseline_tokens_per_s)
             stats.measured_against = ("vs target alone, same prompt and seed (race)" if race
