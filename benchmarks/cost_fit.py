@@ -29,6 +29,7 @@ from specviz.core import policy  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Settings  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, PRESETS, load_pair  # noqa: E402
+from specviz.core.speed import speedup_vs_run  # noqa: E402
 
 ROWS = ("model fixed on", "hybrid cost on", "hybrid cost off", "model cost on", "model cost off")
 
@@ -67,7 +68,8 @@ def main() -> int:
                         pair, Settings(k=4, temperature=0, max_new_tokens=args.max_new_tokens,
                                        drafter=drafter, k_policy=k_policy, lookup_k=10)), prompt)
                     assert run.generated_ids == alone.generated_ids, (row, text[:40])
-                    ratios[row].append(run.summary.tokens_per_s / alone.summary.tokens_per_s)
+                    ratios[row].append(speedup_vs_run(run.summary.tokens_per_s,
+                                                      alone.summary.tokens_per_s))
             cells = ", ".join(
                 f"{row}: {math.exp(sum(map(math.log, v)) / len(v)):.3f}x ({min(v):.2f})"
                 for row, v in ratios.items())

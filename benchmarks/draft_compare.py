@@ -27,6 +27,7 @@ from draft_quality import finish, prompts_for, set_threads, teacher_paused  # no
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder  # noqa: E402
 from specviz.core.events import Settings  # noqa: E402
 from specviz.core.models import load_pair  # noqa: E402
+from specviz.core.speed import speedup_vs_run  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 
 
@@ -73,7 +74,7 @@ def main() -> int:
                         if temperature == 0:
                             mismatches += run.generated_ids != alone.generated_ids
                 row = {key: {"alpha": t.alpha, "tokens_per_round": t.mean_tokens_per_round,
-                             "speedup": t.tokens_per_s / base.tokens_per_s}
+                             "speedup": speedup_vs_run(t.tokens_per_s, base.tokens_per_s)}
                        for key, t in tallies.items()}
                 row["b_over_a"] = row["b"]["speedup"] / row["a"]["speedup"]
                 row["greedy_mismatches"] = mismatches

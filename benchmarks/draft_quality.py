@@ -41,6 +41,7 @@ from specviz.core.drafters import CachedModel  # noqa: E402
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
 from specviz.core.models import ModelPair, draft_id_table, load_pair  # noqa: E402
+from specviz.core.speed import speedup_vs_run  # noqa: E402
 from specviz.core.tally import Tally  # noqa: E402
 from specviz.distill.prompts import (  # noqa: E402
     free_prompts,
@@ -154,7 +155,8 @@ def speed(pair: ModelPair, prompts: list[str], ks: list[int], max_new: int,
     target = base_tally.tokens_per_s
     return {"target_tok_s": target, "greedy_mismatches": mismatches,
             "by_k": {k: {"spec_tok_s": t.tokens_per_s,
-                         "speedup": t.tokens_per_s / target} for k, t in spec_tally.items()}}
+                         "speedup": speedup_vs_run(t.tokens_per_s, target)}
+                     for k, t in spec_tally.items()}}
 
 
 def main() -> int:
