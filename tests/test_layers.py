@@ -117,3 +117,35 @@ def test_layer_imports_nothing_forbidden(layer: str) -> None:
                 for name in forbidden_imports(imported_modules, source, package,
                                               FORBIDDEN[layer])}
     assert not bad, bad
+
+
+def import_cycles(sources: dict[str, str], package: str) -> list[list[str]]:
+    """The cycles among ``sources`` (module name -> source), imports inside functions too:
+    a lazy import still ties the two modules together."""
+    graph = {name: {m.removeprefix(package + ".").split(".")[0]
+                    for m in imported_modules(src, package)
+                    if m.startswith(package + ".")} & set(sources)
+             for name, src in sources.items()}
+    found: list[list[str]] = []
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                found.append([*path, nxt])
+            elif nxt not in path and nxt > start:  # each cycle once, from its least module
+                walk(start, nxt, [*path, nxt])
+
+    for name in sorted(graph):
+        walk(name, name, [name])
+    return found
+
+
+def test_no_import_cycles_in_the_gui() -> None:
+    """House: app → stage → export → app was a circle (export's command line took make_app
+    from app); make_app now lives in startup."""
+    gui = PACKAGE / "gui"
+    sources = {p.stem: p.read_text(encoding="utf-8") for p in gui.glob("*.py")}
+    assert import_cycles(sources, "specviz.gui") == []
+    # The broken variant: export importing app again.
+    sources["export"] += "\ndef _main():\n    from .app import make_app\n"
+    assert ["app", "stage", "export", "app"] in import_cycles(sources, "specviz.gui")

@@ -8,7 +8,7 @@ import sys
 import time
 
 from PySide6.QtCore import QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QFont, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -36,7 +36,7 @@ from .replay import Replayer
 from .replay_bar import install_replay_bar
 from .run_view import RunView
 from .stage import install_stage, open_if_race, write_file
-from .style import UI_POINT_SIZE
+from .startup import make_app as make_app  # re-exported: scripts and tests call it here
 from .themes import apply_theme, install_themes, theme_named
 from .worker import DecodeController, Loader, PairSpec, background_threads
 from .zoom import Zoom, add_actions, step_back, step_forward
@@ -467,22 +467,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "- reads standard input as it arrives: … | specviz --replay -")
     p.add_argument("--no-load", action="store_true", help="don't load the pair at launch")
     return p
-
-
-def make_app(argv: list[str] | None = None) -> QApplication:
-    """The QApplication, with fonts large enough for a projector."""
-    app = QApplication.instance()
-    if not isinstance(app, QApplication):
-        app = QApplication([sys.argv[0], *(argv or [])])
-    app.setOrganizationName("specviz")
-    app.setApplicationName("specviz")
-    font = QFont(app.font())
-    font.setPointSize(UI_POINT_SIZE)
-    app.setFont(font)
-    from .startup import install_gui_collector
-
-    install_gui_collector(app)
-    return app
 
 
 # PySide6 releases that drop references to None (the app aborts with "none_dealloc" after a

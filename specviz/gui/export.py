@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc) if args.recording in str(exc) else f"{args.recording}: {exc}")
     if not any(isinstance(e, RunStarted) for e in events):
         return _fail(f"{args.recording} holds no run (no run_started event)")
-    from .app import make_app
+    from .startup import make_app
 
     app = make_app()
     try:

@@ -12,7 +12,10 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, QSocketNotifier, QTimer
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QWidget
+
+from .style import UI_POINT_SIZE
 
 # SPECVIZ_STARTUP_TRACE=1 prints "specviz-startup <what> <unix time>" lines on stdout when the
 # window first paints ("shown") and when the pair is ready ("ready") or failed ("failed");
@@ -155,3 +158,17 @@ def hard_exit(code: int) -> None:
             pass
     logging.shutdown()
     os._exit(code)
+
+
+def make_app(argv: list[str] | None = None) -> QApplication:
+    """The QApplication, with fonts large enough for a projector."""
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        app = QApplication([sys.argv[0], *(argv or [])])
+    app.setOrganizationName("specviz")
+    app.setApplicationName("specviz")
+    font = QFont(app.font())
+    font.setPointSize(UI_POINT_SIZE)
+    app.setFont(font)
+    install_gui_collector(app)
+    return app
