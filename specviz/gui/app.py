@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from typing import Any
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
@@ -28,7 +29,7 @@ from specviz.core.run import Request, check, needs_draft_model
 
 from . import demo
 from .controls import CUSTOM, DEVICES, ControlsPanel
-from .geometry import Presentation, restore_window, save_window, scrolled
+from .geometry import Presentation, available, restore_window, save_window, scrolled
 from .glossary import install_help
 from .labels import ElidedLabel
 from .presets import mark_presets
@@ -141,6 +142,10 @@ class MainWindow(QMainWindow):
         run_menu = self.menuBar().addMenu("&Run")
         for action in self.actions_by_name.values():
             run_menu.addAction(action)
+        run_menu.addSeparator()
+        self.explore_action = run_menu.addAction(
+            "Explore: lineups, K sweeps, where the draft goes wrong…", QKeySequence("Ctrl+E"),
+            self.open_explore)
         view_menu = self.menuBar().addMenu("&View")
         toggle = self.dock.toggleViewAction()
         toggle.setText("Show controls")
@@ -309,6 +314,35 @@ class MainWindow(QMainWindow):
         self.replayer.stop()
         self.controller.stop()
 
+    def open_explore(self) -> None:
+        """The Explore window (gui/explore.py) on the pair the controls name. It loads its own
+        copy on its own thread with its first run: its runs and this window's never share a
+        model's state, and each runs one after the other on the cores they share."""
+        from .explore import ExploreWindow
+
+        spec = self.pair_spec()
+        if not spec.target:
+            self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
+            return
+
+        def load() -> Any:
+            from specviz.core.models import load_pair, locate
+
+            return load_pair(locate(spec.draft) if spec.draft else None, locate(spec.target),
+                             spec.device, spec.dtype)
+
+        window = getattr(self, "explore_window", None)
+        if window is None or window.pair_spec != spec:
+            if window is not None:
+                window.close()
+            window = self.explore_window = ExploreWindow(load)
+            window.pair_spec = spec
+            area = available(self)
+            window.resize(min(1280, area.width()), min(800, area.height()))
+        window.show()
+        window.raise_()
+        window.activateWindow()
+
     def play_or_run(self) -> None:
         """F5: play the recording on screen (until its end); otherwise run the model."""
         if self.replayer.loaded and not self.replayer.at_end:
@@ -449,8 +483,15 @@ class MainWindow(QMainWindow):
             self.save_settings()
             self.run_view.timer.stop()
             self.hide()  # feels instant even while the last round finishes
+            explore_done = True
+            explore = getattr(self, "explore_window", None)
+            if explore is not None:  # its run stops after the round in flight; no 30 s wait
+                explore.worker.stop.set()
+                explore.thread_.quit()
+                explore.hide()
+                explore_done = explore.thread_.wait(self.CLOSE_WAIT_MS)
             self.clean_exit = self.controller.shutdown(wait_ms=self.CLOSE_WAIT_MS) and \
-                not background_threads()
+                not background_threads() and explore_done
         event.accept()
 
 

@@ -231,3 +231,23 @@ def test_rounds_are_small_cpu_payloads(qtbot, make_window, tiny_pair) -> None:
     rnd = next(e for e in window.run_view.record.events if isinstance(e, Round))
     # Only plain Python numbers and strings cross the thread: no tensors.
     assert all(isinstance(x, float) for d in rnd.drafted for x in (d.p, d.q, *d.p_top.probs))
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")  # offscreen: no raise()
+def test_run_menu_opens_the_explore_window_on_the_controls_pair(qtbot, make_window,
+                                                                tiny_pair) -> None:
+    """Explore (lineups, sweeps, where the draft goes wrong) is one menu item away, on the pair
+    the controls name; the same pair reuses the window, another replaces it, and closing the
+    main window stops it without waiting on it."""
+    window = make_window(lambda *a, **k: tiny_pair)
+    assert window.explore_action.shortcut().toString() == "Ctrl+E"
+    window.explore_action.trigger()
+    first = window.explore_window
+    assert first.isVisible() and first.pair_spec == window.pair_spec()
+    window.open_explore()
+    assert window.explore_window is first
+    window.controls.set_pair("another-draft", "another-target")
+    window.open_explore()
+    assert window.explore_window is not first and not first.isVisible()
+    window.close()
+    assert not window.explore_window.isVisible() and window.explore_window.worker.stop.is_set()
