@@ -462,7 +462,7 @@ class RoundBarsView(QWidget):
             for panel in self.panels:
                 panel.plot.setMaximumWidth(lone if count == 1 else 16_777_215)
             self._widths = widths
-        for i, panel in enumerate(self.panels[:count]):
+        for i, panel in enumerate(self.panels):  # those past count too: no stale panel shows
             panel.plot.setVisible(i < shown)
         self._shown = shown
         wanted = [(i, i // cols, i % cols) for i in range(count)]

@@ -749,3 +749,37 @@ def test_the_new_run_test_rejects_a_stager_left_running(qtbot) -> None:
         v.apply(started)
         v.flush(now=0.0)
         assert not v.stager.active and "0 rounds" in v.info.text() and generated(v) == ""
+
+
+def capped_round_after(events: list):
+    """The run's second round again with K capped at 6 (the tokens left): three kept, the
+    fourth rejected, two discarded, and the run ends at the third (no extra token)."""
+    rnd = [e for e in events if type(e).__name__ == "Round"][1]
+    statuses = ["accepted"] * 3 + ["rejected", "discarded", "discarded"]
+    drafted = tuple(dataclasses.replace(d, status=s)  # type: ignore[arg-type]
+                    for d, s in zip(rnd.drafted[:6], statuses, strict=True))
+    return dataclasses.replace(rnd, k=6, drafted=drafted, n_accepted=3, extra=None)
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["fixed", "old"])
+def test_no_stale_panel_after_a_capped_round(presenting, monkeypatch, broken: bool) -> None:
+    """A K = 8 round, then one capped at 6 drafts: only its own panels show. Before, the
+    panels past the new round's cells stayed visible where the layout had left them (a
+    stale "#8" over the second row; seen offscreen at 1366 × 768)."""
+    from specviz.gui import bars
+    from tests.gui.test_layout import k_events
+    from tests.mutation import mutant
+
+    if broken:
+        monkeypatch.setattr(bars.RoundBarsView, "_place", mutant(
+            bars.RoundBarsView, ("for i, panel in enumerate(self.panels):",
+                                 "for i, panel in enumerate(self.panels[:count]):"))._place)
+    window, _ = presenting(8, (1366, 768))
+    view = window.run_view
+    view.apply(capped_round_after(k_events(8)))
+    for _ in range(4):
+        view.flush(now=0.0)
+        QApplication.processEvents()
+    shown = [p for p in view.bars.panels if p.plot.isVisible()]
+    assert (shown == view.bars.visible_panels()) is not broken
+    assert len(view.bars.visible_panels()) == 4
