@@ -783,3 +783,16 @@ def test_no_stale_panel_after_a_capped_round(presenting, monkeypatch, broken: bo
     shown = [p for p in view.bars.panels if p.plot.isVisible()]
     assert (shown == view.bars.visible_panels()) is not broken
     assert len(view.bars.visible_panels()) == 4
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_old_presentation_at_1366_is_caught(presenting, monkeypatch, k: int) -> None:
+    """The broken variant: the 1080-line type on a 768-line screen (room_px ignoring the
+    screen's height, as presentation_factor did): the window's minimum exceeded the screen
+    and the bars' rows were scrolled out (only their titles showed)."""
+    from specviz.gui import zoom
+
+    monkeypatch.setattr(zoom, "room_px", lambda px, screen_height: px)
+    _, problems = presenting(k, (1366, 768))
+    assert any("scrolled out" in p or "exceeds" in p or "overlap" in p for p in problems), \
+        problems
