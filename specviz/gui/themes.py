@@ -333,12 +333,22 @@ __all__ = ["DARK", "HIGH_CONTRAST", "LIGHT", "SETTINGS_KEY", "THEMES", "Theme",
 CYCLE_KEY = "Ctrl+Shift+T"  # next theme: works in presentation mode, where menus are hidden
 
 
+def prompt_style(theme: Theme) -> str:
+    """The prompt box's frame: the text colour on the window (high contrast's black-on-black
+    box showed no edge at all, so the prompt did not look like a place to type)."""
+    return (f"QPlainTextEdit {{ border: 2px solid {theme.text}; background: {theme.base}; "
+            f"color: {theme.text}; padding: 2px; }}")
+
+
 def apply_theme(window: Any, theme: Theme) -> None:
     """``theme`` on a MainWindow: its palette (controls, menus), the run view, the race."""
     window.theme = theme
     apply_palette(window, theme)
     mark_check_boxes(window, theme)
     window.run_view.set_theme(theme)
+    prompt = getattr(getattr(window, "controls", None), "prompt", None)
+    if prompt is not None:  # the box Run reads: its frame in the theme's own ink, every theme
+        prompt.setStyleSheet(prompt_style(theme))
     note = getattr(getattr(window, "controls", None), "lenience_note", None)
     if note is not None:  # its own style sheet: #A03F00 is 2.7:1 on the dark window
         note.setStyleSheet(f"color: {theme.ink('rejected') if theme is not LIGHT else '#A03F00'};"

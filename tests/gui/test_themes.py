@@ -310,3 +310,20 @@ def test_old_invisible_box_is_caught(qtbot) -> None:
     """The broken variant: high contrast with the platform's box (its outline is the window
     colour darkened: black on black)."""
     assert _box_pixels(qtbot, HIGH_CONTRAST, marked=False) < 30
+
+
+def test_the_prompt_box_has_a_visible_edge_in_every_theme(window) -> None:
+    """The controls' prompt box is framed in the text colour: ≥ 3:1 against the window (WCAG's
+    non-text minimum) in every theme. Seen failing on the platform frame in high contrast
+    (black box on a black window: no edge)."""
+    import re
+
+    from specviz.gui.themes import THEMES, apply_theme, contrast_ratio, prompt_style
+
+    for theme in THEMES.values():
+        border = re.search(r"border: 2px solid (#[0-9A-Fa-f]{6})", prompt_style(theme))
+        assert border is not None, theme.key
+        assert contrast_ratio(border.group(1), theme.window) >= 3.0, theme.key
+        assert contrast_ratio(border.group(1), theme.base) >= 3.0, theme.key
+        apply_theme(window, theme)
+        assert window.controls.prompt.styleSheet() == prompt_style(theme), theme.key
