@@ -251,3 +251,31 @@ def test_run_menu_opens_the_explore_window_on_the_controls_pair(qtbot, make_wind
     assert window.explore_window is not first and not first.isVisible()
     window.close()
     assert not window.explore_window.isVisible() and window.explore_window.worker.stop.is_set()
+
+
+def test_a_tree_drafter_the_registry_lists_runs_and_steps_in_the_window(qtbot, make_window,
+                                                                        tiny_pair) -> None:
+    """The drafter list is the registry's, so 'lookup-tree' (a tree of lookup branches verified
+    in one pass) is in the app: its rounds (drafts that are tree nodes, siblings rejected before
+    a kept one) fill every view, and Step walks a tree round's phases, without an error."""
+    window = make_window(lambda *a, **k: tiny_pair)
+    names = [window.controls.drafter.itemText(i) for i in range(window.controls.drafter.count())]
+    assert "lookup-tree" in names
+    window.controls.drafter.setCurrentText("lookup-tree")
+    window.controls.k_policy.setCurrentText("fixed")
+    window.temperature.setValue(1.0)
+    window.max_new.setValue(30)
+    window.prompt.setPlainText("the cat sat on the mat the cat sat on the red mat the cat")
+    window.run()
+    wait_idle(qtbot, window)
+    record = window.run_view.record
+    assert record.finished is not None and not window.run_view.banner.text()
+    trees = [r for r in record.rounds if any(d.parent is not None for d in r.drafted)]
+    assert trees, "no tree round drafted"
+    for r in trees:
+        window.run_view.select_round(r.index)
+    for _ in range(12):  # a staged run, stepped phase by phase
+        window.step()
+        qtbot.wait(20)
+    wait_idle(qtbot, window) if window.controller.state != "paused" else None
+    assert not window.run_view.banner.text()
