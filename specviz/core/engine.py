@@ -397,7 +397,6 @@ def _run(pair: ModelPair, settings: Settings, prompt: str, stop: threading.Event
     s = run.settings
     assert s.seed is not None
     random = rng if rng is not None else factory.random(s.seed)
-    target = factory.target(pair)
     if speculative:
         drafter, draft_name = factory.drafter(pair, s)
         policy = factory.policy(s)
@@ -405,6 +404,9 @@ def _run(pair: ModelPair, settings: Settings, prompt: str, stop: threading.Event
     else:
         drafter, draft_name = NoDrafter(pair.vocab_size), None
         policy, draws_scaled = FixedPolicy(0), False
+    request = drafter.target_request
+    target = factory.target(pair, hidden_states=request is not None
+                            and bool(request.hidden_layers))
     costs = None
     if policy.wants_verify_costs:
         costs = (factory.calibrate or default_calibration)(pair)

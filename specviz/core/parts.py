@@ -112,10 +112,13 @@ class Factory:
     def tools(self) -> DraftTools:
         return DraftTools(warp=self.warp, runner=self.runner(), clock=self.clock)
 
-    def target(self, pair: ModelPair) -> TargetRunner:
+    def target(self, pair: ModelPair, hidden_states: bool = False) -> TargetRunner:
         # The target alone and the verifying target take one path: FastLlama where
         # fast_llama.serves_target measured it faster, so a speedup comes from drafting alone.
-        return self.runner()(pair.target, pair.vocab_size, fast=serves_target(pair.target))
+        # A drafter that reads the target's hidden states needs transformers' forward, which
+        # returns them (FastLlama does not): that run's target takes it.
+        fast = serves_target(pair.target) and not hidden_states
+        return self.runner()(pair.target, pair.vocab_size, fast=fast)
 
     def drafter(self, pair: ModelPair, settings: Settings) -> tuple[Drafter, str]:
         built: tuple[Drafter, str] = self.drafters[settings.drafter].load()(

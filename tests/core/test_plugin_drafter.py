@@ -80,8 +80,8 @@ def test_a_registered_drafter_runs_through_the_decoder(bigram: registry.Entry) -
     assert "bigram" in registry.drafter_names()
     pair = tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
     prompt = "the cat sat on the mat the cat sat on the"
-    events = list(SpeculativeDecoder(pair, Settings(k=3, temperature=0.0, max_new_tokens=30,
-                                                    drafter="bigram")).run(prompt))
+    fixed = Settings(k=3, temperature=0.0, max_new_tokens=30, drafter="bigram", k_policy="fixed")
+    events = list(SpeculativeDecoder(pair, fixed).run(prompt))
     started, done = events[0], events[-1]
     assert isinstance(started, RunStarted) and started.pair.draft == "bigram counts"
     assert started.pair.draft_temperature_scale == 1.0  # it draws no draft model
@@ -188,7 +188,8 @@ def watched_run(pair: ModelPair, watching: bool, model: type[CachedModel] = Cach
         return drafter, "bigram counts"
 
     factory = Factory(clock=Clock(), model=model).with_drafters(replace(ENTRY, factory=build))
-    s = Settings(k=3, temperature=1.0, max_new_tokens=40, seed=2, drafter="bigram")
+    s = Settings(k=3, temperature=1.0, max_new_tokens=40, seed=2, drafter="bigram",
+                 k_policy="fixed")
     events = list(start(pair, s, factory, REPEATS_LONG))
     started, done = events[0], events[-1]
     assert isinstance(started, RunStarted) and isinstance(done, RunFinished)
@@ -251,7 +252,11 @@ class NoHidden(CachedModel):
 
 
 @pytest.mark.parametrize("drafter", ["model", "lookup", "hybrid"])
-def test_no_built_in_drafter_pays_for_the_target_outputs(drafter: str) -> None:
+def test_no_built_in_drafter_pays_for_the_target_outputs(drafter: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # The target on transformers' forward, whose calls the spy sees (FastLlama, the CPU's
+    # target path, computes no hidden states at all).
+    monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")
     pair = tiny_pair(word_tokenizer(eos=False), sharpness=3.0)
     calls: list[dict[str, object]] = []
 
@@ -261,7 +266,8 @@ def test_no_built_in_drafter_pays_for_the_target_outputs(drafter: str) -> None:
         calls.append(kw)
         return cached_forward(model, cache, **kw)
 
-    events = list(SpeculativeDecoder(pair, Settings(k=3, max_new_tokens=20, drafter=drafter),
+    events = list(SpeculativeDecoder(pair, Settings(k=3, max_new_tokens=20, drafter=drafter,
+                                                                  k_policy="fixed"),
                                      factory=Factory(model=NoHidden, forward=forward))
                   .run(REPEATS_LONG))
     assert isinstance(events[-1], RunFinished)
