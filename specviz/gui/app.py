@@ -34,11 +34,11 @@ from .glossary import install_help
 from .labels import ElidedLabel
 from .presets import mark_presets
 from .replay import Replayer
-from .replay_bar import install_replay_bar
+from .replay_bar import ReplayBar, ReplayToolbar
 from .run_view import RunView
-from .stage import install_stage, open_if_race, write_file
+from .stage import RaceRunner, RaceWindow, Stage, write_file
 from .startup import make_app as make_app  # re-exported: scripts and tests call it here
-from .themes import apply_theme, install_themes, theme_named
+from .themes import Theme, Themes, lenience_style, prompt_style, theme_named
 from .worker import DecodeController, Loader, PairSpec, background_threads
 from .zoom import Zoom, add_actions, step_back, step_forward
 
@@ -77,7 +77,7 @@ class MainWindow(QMainWindow):
         w.progressed.connect(self._on_progressed)
         w.loaded.connect(self._on_loaded)
         self.replayer.live_yielded.connect(self.run_view.apply)
-        w.failed.connect(self._on_failed)
+        w.failed.connect(self.report_failure)
         w.load_cancelled.connect(self._on_load_cancelled)
         w.loading_changed.connect(self._on_loading_changed)
         w.availability.connect(self._on_availability)
@@ -85,9 +85,19 @@ class MainWindow(QMainWindow):
         self._on_state_changed("idle")
         self._closed = False
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
-        install_replay_bar(self)  # play / pause / speed / scrub while a recording is shown
-        install_stage(self)  # race (F7), the step measured at load, File → Export
-        install_themes(self)  # View → Theme, remembered; Ctrl+Shift+T (gui/themes.py)
+        # Play / pause / speed / scrub while a recording is shown (gui/replay_bar.py).
+        self.replay_toolbar = ReplayToolbar(self.replayer, self.controls, self.zoom, self)
+        self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, self.replay_toolbar)
+        self.replay_toolbar.said.connect(self.status_label.setText)
+        self.replay_toolbar.corner.connect(self._on_replay_corner)
+        # The race (F7), the step measured at load, File → Export (gui/stage.py).
+        self.stage = Stage(self)
+        self.stage.failed.connect(self.report_failure)
+        self.replayer.race_found.connect(self._on_race_found)  # a race read from a pipe
+        # View → Theme, remembered; Ctrl+Shift+T (gui/themes.py).
+        self.themes = Themes(self, self.store)
+        self.themes.changed.connect(self._on_theme_changed)
+        self.themes.restore()
         install_help(self)  # Help → Glossary (F1): the fates, α, c, v, K (gui/glossary.py)
         if autoload:
             self.load_pair()
@@ -195,8 +205,37 @@ class MainWindow(QMainWindow):
 
     def set_theme(self, key: str) -> None:
         """Light, dark or high contrast (gui/themes.py) on every view, and remember it."""
-        apply_theme(self, theme_named(key))
-        self.store.setValue("view/theme", self.theme.key)
+        self.themes.choose(theme_named(key))
+
+    def _on_theme_changed(self, theme: Theme) -> None:
+        """The window's palette is painted (Themes.apply); now every view of it."""
+        self.run_view.set_theme(theme)
+        # The box Run reads: its frame in the theme's own ink, every theme.
+        self.controls.prompt.setStyleSheet(prompt_style(theme))
+        self.controls.lenience_note.setStyleSheet(lenience_style(theme))
+        self.stage.set_theme(theme)
+
+    # The components' parts the window always showed (tests and scripts read them here).
+
+    @property
+    def theme(self) -> Theme:
+        return self.themes.current
+
+    @property
+    def theme_actions(self) -> dict[str, QAction]:
+        return self.themes.actions
+
+    @property
+    def replay_bar(self) -> ReplayBar:
+        return self.replay_toolbar.bar
+
+    @property
+    def race_window(self) -> RaceWindow:
+        return self.stage.race_window
+
+    @property
+    def race_runner(self) -> RaceRunner:
+        return self.stage.race_runner
 
     def _choose_demo(self, chosen: demo.Demo) -> None:
         """A demo prompt into the prompt box for the next run; the status says so (demo.py)."""
@@ -273,7 +312,7 @@ class MainWindow(QMainWindow):
     def load_pair(self) -> None:
         spec = self.pair_spec()
         if not spec.target:
-            self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
+            self.report_failure(RunFailed("Choose a target model (p) first.", "input"))
             return
         self.busy.show()
         self.status_label.setText(f"Loading {spec.describe()}…")
@@ -282,12 +321,12 @@ class MainWindow(QMainWindow):
     def run(self, paused: bool = False, steps: int = 0) -> None:
         """Start a run with the current settings (the worker reloads only if the pair changed)."""
         if self.controls.race.isChecked() and not (paused or steps):
-            self.race_runner.start()  # Race ticked: the race F7 starts (gui/stage.py)
+            self.stage.race_runner.start()  # Race ticked: the race F7 starts (gui/stage.py)
             return
         self.replayer.stop()
         spec = self.pair_spec()
         if not spec.target:
-            self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
+            self.report_failure(RunFailed("Choose a target model (p) first.", "input"))
             return
         settings = self.sampling()
         request = Request(self.prompt.toPlainText(), settings,
@@ -300,7 +339,7 @@ class MainWindow(QMainWindow):
                   allow_empty=False)
         except InputError as exc:
             # An empty prompt would generate from the chat template alone.
-            self._on_failed(RunFailed(str(exc), exc.kind))
+            self.report_failure(RunFailed(str(exc), exc.kind))
             if "prompt" in str(exc):
                 self.prompt.setFocus()
             return
@@ -322,7 +361,7 @@ class MainWindow(QMainWindow):
 
         spec = self.pair_spec()
         if not spec.target:
-            self._on_failed(RunFailed("Choose a target model (p) first.", "input"))
+            self.report_failure(RunFailed("Choose a target model (p) first.", "input"))
             return
 
         def load() -> Any:
@@ -388,7 +427,7 @@ class MainWindow(QMainWindow):
                                                   "Recordings (*.jsonl *.json);;All files (*)")
         if not path:
             return
-        if open_if_race(self, path):  # a race recording plays in the race window (stage.py)
+        if self.stage.open_if_race(path):  # a race recording plays in the race window
             return
         self.replayer.open(path)
 
@@ -435,7 +474,8 @@ class MainWindow(QMainWindow):
         if self.run_view.record.started is None:
             self.run_view.info.setText(f"Ready: {description}. Press Run (F5) or Step (F10).")
 
-    def _on_failed(self, failure: RunFailed) -> None:
+    def report_failure(self, failure: RunFailed) -> None:
+        """One clear message: the status line, and the run view's error (shown at once)."""
         if not self.controller.loading:
             self.busy.hide()
         self.status_label.setText(f"Error: {failure.message}")
@@ -445,6 +485,19 @@ class MainWindow(QMainWindow):
                                        "Load pair or Run.")
         self.run_view.apply(failure)
         self.run_view.flush()  # an error shows at once, even if the timer is busy
+
+    def _on_replay_corner(self, text: str) -> None:
+        """The replay bar's word for the corner; "idle" only when no live run has it."""
+        if text != "idle" or not self.stop_button.isEnabled():
+            self.state_label.setText(text)
+
+    def _on_race_found(self, events: list[Any]) -> None:
+        """A race read by the replay (a pipe, a big file) plays in the race window."""
+        race_window = self.stage.race_window
+        if race_window.view.load(events):
+            race_window.show()
+            race_window.raise_()
+            race_window.view.play()
 
     def _on_availability(self, availability: dict[str, str]) -> None:
         mark_presets(self.preset, availability)

@@ -26,10 +26,11 @@ from PySide6.QtWidgets import (
 
 from specviz.core.events import RunStarted
 
-from .controls import WideComboBox
+from .controls import ControlsPanel, WideComboBox
 from .race_view import user_text
 from .replay import ROUND_BY_ROUND, SPEEDS, Replayer, speed_text
 from .style import UI_POINT_SIZE
+from .zoom import Zoom
 
 BAR_POINT_SIZE = UI_POINT_SIZE + 4  # read from the back row, like the run's own numbers
 BAR_HEIGHT = 48  # px: buttons a presenter hits without looking
@@ -161,53 +162,48 @@ class ReplayBar(QWidget):
         self.where.setText(f"round {r.rounds_shown} / {total} · {state}")
 
 
-def install_replay_bar(window: Any) -> ReplayBar:
-    """The bar at the bottom of a MainWindow, and the replay's hooks into it."""
-    r: Replayer = window.replayer
-    bar = ReplayBar(r)
-    toolbar = QToolBar("Replay", window)
-    toolbar.setObjectName("replay_bar")
-    toolbar.setMovable(False)
-    toolbar.setFloatable(False)
-    toolbar.toggleViewAction().setVisible(False)  # it comes and goes with a recording
-    toolbar.addWidget(bar)
-    window.addToolBar(Qt.ToolBarArea.BottomToolBarArea, toolbar)
-    toolbar.hide()
-    window.replay_bar, window.replay_toolbar = bar, toolbar
+class ReplayToolbar(QToolBar):
+    """The bar at the bottom of a main window, shown while a recording is on screen; it shows
+    the recording's settings in ``controls`` (read-only) and says what plays through
+    :attr:`said` (the status line) and :attr:`corner` (the state corner)."""
 
-    def on_changed() -> None:
-        toolbar.setVisible(r.loaded)
-        if r.loaded:
-            window.status_label.setText(r.status_text())
-            # The corner says what plays, not "idle" (the worker's states are for live runs).
-            window.state_label.setText("replay ended" if r.at_end
-                                       else "❚❚ replay paused" if r.paused else "▶ replaying")
-        elif not window.stop_button.isEnabled():  # no live run has the corner
-            window.state_label.setText("idle")
+    said = Signal(str)
+    corner = Signal(str)  # "idle" once the replay is left: the window's live run may own it
 
-    def on_run_shown(started: RunStarted) -> None:
-        pair, words = started.pair, user_text(started.prompt)
-        window.controls.show_recording(started.settings, (pair.draft, pair.target, pair.device),
-                                       baseline=started.mode == "baseline", prompt=words,
-                                       chat=words != started.prompt.strip())
-
-    def on_race(events: list[Any]) -> None:
-        race_window = getattr(window, "race_window", None)
-        if race_window is None or not race_window.view.load(events):
-            return
-        race_window.show()
-        race_window.raise_()
-        race_window.view.play()
-
-    zoom = getattr(window, "zoom", None)
-    if zoom is not None:
+    def __init__(self, replayer: Replayer, controls: ControlsPanel, zoom: Zoom,
+                 parent: QWidget | None = None) -> None:
+        super().__init__("Replay", parent)
+        self.replayer = r = replayer
+        self.controls = controls
+        self.bar = bar = ReplayBar(r)
+        self.setObjectName("replay_bar")
+        self.setMovable(False)
+        self.setFloatable(False)
+        self.toggleViewAction().setVisible(False)  # it comes and goes with a recording
+        self.addWidget(bar)
+        self.hide()
         zoom.changed.connect(bar.set_scale)
-    r.changed.connect(on_changed)
-    r.run_shown.connect(on_run_shown)
-    r.left.connect(window.controls.release)
-    r.race_found.connect(on_race)
-    bar.close_requested.connect(r.stop)
-    return bar
+        r.changed.connect(self._on_changed)
+        r.run_shown.connect(self._on_run_shown)
+        r.left.connect(controls.release)
+        bar.close_requested.connect(r.stop)
+
+    def _on_changed(self) -> None:
+        r = self.replayer
+        self.setVisible(r.loaded)
+        if r.loaded:
+            self.said.emit(r.status_text())
+            # The corner says what plays, not "idle" (the worker's states are for live runs).
+            self.corner.emit("replay ended" if r.at_end
+                             else "❚❚ replay paused" if r.paused else "▶ replaying")
+        else:
+            self.corner.emit("idle")
+
+    def _on_run_shown(self, started: RunStarted) -> None:
+        pair, words = started.pair, user_text(started.prompt)
+        self.controls.show_recording(started.settings, (pair.draft, pair.target, pair.device),
+                                     baseline=started.mode == "baseline", prompt=words,
+                                     chat=words != started.prompt.strip())
 
 
-__all__ = ["ReplayBar", "install_replay_bar"]
+__all__ = ["ReplayBar", "ReplayToolbar"]

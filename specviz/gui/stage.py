@@ -1,5 +1,6 @@
-"""Made for the stage: the race, the step measured at load, and File → Export, hooked onto a
-MainWindow from outside (``install_stage(window)``), so the window's own code stays small.
+"""Made for the stage: the race, the step measured at load, and File → Export: one component,
+:class:`Stage`, that a MainWindow creates (``self.stage = Stage(self)``) and listens to
+(``stage.failed``: a problem for the window to show), so the window's own code stays small.
 
 - The loader is wrapped: after a pair loads, on the loading thread, the target's one-token
   step is timed (:func:`specviz.core.speed.measure_target_step`) and handed to the run view
@@ -19,25 +20,53 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
+    QLabel,
     QMainWindow,
     QMenu,
+    QMenuBar,
     QProgressBar,
+    QStatusBar,
     QToolButton,
     QWidget,
 )
 
-from specviz.core.events import Event, RunFailed, RunFinished, to_json
+from specviz.core.events import Event, RunFailed, RunFinished, Settings, to_json
 from specviz.core.race import as_race
 
 from .race_view import RaceView
+from .themes import Theme, apply_palette
+
+if TYPE_CHECKING:  # types only: these never import this module, and app imports them anyway
+    from .controls import ControlsPanel
+    from .replay import Replayer
+    from .run_view import RunView
+    from .worker import DecodeController, PairSpec
 
 RACE_KEY = "F7"
+
+
+class StageHost(Protocol):
+    """What the race, the exports and the measured step use of the main window (MainWindow)."""
+
+    controller: DecodeController
+    run_view: RunView
+    replayer: Replayer
+    controls: ControlsPanel
+    status_label: QLabel
+    actions_by_name: dict[str, QAction]
+
+    def pair_spec(self) -> PairSpec: ...
+    def sampling(self) -> Settings: ...
+    def save_settings(self) -> None: ...
+    def menuBar(self) -> QMenuBar: ...  # noqa: N802 - Qt's name
+    def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
+    def addAction(self, action: QAction) -> None: ...  # noqa: N802 - Qt's name
 
 
 class StepReporter(QObject):
@@ -127,8 +156,10 @@ class RaceWindow(QMainWindow):
 class RaceRunner(QObject):
     """Runs a race through the window's controller: speculative job, then target-alone job."""
 
-    def __init__(self, window: Any, race_window: RaceWindow) -> None:
-        super().__init__(window)
+    failed = Signal(object)  # RunFailed: a race that cannot start (the window shows it)
+
+    def __init__(self, window: StageHost, race_window: RaceWindow) -> None:
+        super().__init__(window)  # type: ignore[arg-type] - a MainWindow: a QObject
         self.window = window
         self.race_window = race_window
         self.job_id: int | None = None
@@ -146,24 +177,23 @@ class RaceRunner(QObject):
         """F7, or Run (F5) with Race ticked: the same checks as a run, then the race."""
         w = self.window
         spec, settings = w.pair_spec(), w.sampling()
-        prompt = w.prompt.toPlainText()
+        prompt = w.controls.prompt.toPlainText()
         problem = ("Choose a target model (p) first." if not spec.target else
                    "A race needs a draft model (q), or the lookup drafter, and a target (p)."
                    if spec.draft is None and settings.drafter != "lookup" else
                    "The prompt is empty: type a prompt, then press Run."
                    if not prompt.strip() else "")
         if problem:
-            w._on_failed(RunFailed(problem, "input"))
+            self.failed.emit(RunFailed(problem, "input"))
             return
         if settings.seed is None:  # both runs draw from one seed
             from dataclasses import replace
 
             settings = replace(settings, seed=int.from_bytes(os.urandom(4), "little"))
-        chat = w.chat.isChecked()
+        chat = w.controls.chat.isChecked()
         # One spec for both runs (a lookup race too): the second never reloads the pair.
         self.request = (spec, settings, prompt, chat)
-        if hasattr(w, "save_settings"):
-            w.save_settings()  # as Run does
+        w.save_settings()  # as Run does
         w.run_view.user_prompt = prompt
         self.race_window.view.clear()
         self.race_window.show()
@@ -176,8 +206,7 @@ class RaceRunner(QObject):
         spec, settings, prompt, chat = self.request
         self.phase, self._finished_run = phase, False
         w = self.window
-        if hasattr(w, "replayer"):
-            w.replayer.stop()
+        w.replayer.stop()
         job = w.controller.start(spec, settings, prompt, chat=chat,
                                  baseline=phase == "baseline")
         self.job_id = job.job_id
@@ -194,9 +223,8 @@ class RaceRunner(QObject):
 
     def _hold(self, on: bool) -> None:
         """The main window's run view draws nothing while the race measures (RunView.hold)."""
-        view = getattr(self.window, "run_view", None)
-        if view is not None:
-            view.hold() if on else view.release()
+        view = self.window.run_view
+        view.hold() if on else view.release()
 
     def _end(self) -> None:
         self.phase = ""
@@ -209,7 +237,7 @@ class RaceRunner(QObject):
     def _on_job_finished(self, job_id: int) -> None:
         if not self.phase or job_id != self.job_id:
             return
-        current = getattr(self.window.controller, "current", None)
+        current = self.window.controller.current
         replaced = current is not None and current.job_id != job_id  # a run began meanwhile
         if self.phase == "speculative" and self._finished_run and not replaced:
             self._start_phase("baseline")  # only now: the two never share the cores
@@ -391,12 +419,12 @@ class ExportProgress(QObject):
         return False
 
 
-def build_export_menu(window: Any, race_window: RaceWindow) -> QMenu:
-    """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs."""
+def build_export_menu(window: Any, race_window: RaceWindow, progress: ExportProgress) -> QMenu:
+    """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs
+    (one GIF at a time, through ``progress``)."""
     from . import export
 
     menu = QMenu("&Export", window)
-    window.export_progress = progress = ExportProgress(window)
 
     def events() -> list[Event]:
         return list(window.run_view.record.events)
@@ -457,18 +485,15 @@ def race_recording(path: str) -> list[Event] | None:
     return events if as_race(events) is not None else None
 
 
-def open_if_race(window: Any, path: str) -> bool:
-    """Open/--replay: a race recording plays in the race window; False: not a race."""
-    race_window = getattr(window, "race_window", None)
-    events = race_recording(path) if race_window is not None else None
+def open_if_race(race_window: RaceWindow, path: str) -> str:
+    """Open/--replay: a race recording plays in the race window, and the line that says so;
+    "": not a race."""
+    events = race_recording(path)
     if events is None:
-        return False
+        return ""
     _play_race(race_window, events)
-    label = getattr(window, "status_label", None)
-    if label is not None:
-        label.setText(f"Replaying the race {Path(path).name} in the race window (Space: pause, "
-                      "Home: again)")
-    return True
+    return (f"Replaying the race {Path(path).name} in the race window (Space: pause, "
+            "Home: again)")
 
 
 def _play_race(race_window: RaceWindow, events: list[Event]) -> None:
@@ -478,8 +503,9 @@ def _play_race(race_window: RaceWindow, events: list[Event]) -> None:
     race_window.view.play()
 
 
-def open_race_recording(window: Any, race_window: RaceWindow, path: str | None = None) -> bool:
-    """Open a race recording in the race window; False (and a message) if it is not a race."""
+def open_race_recording(window: StageHost, race_window: RaceWindow, path: str | None = None,
+                        failed: Callable[[RunFailed], None] | None = None) -> bool:
+    """Open a race recording in the race window; False (and ``failed`` told) if it is none."""
     if not path:
         path, _ = QFileDialog.getOpenFileName(window, "Open race recording", "",
                                               "Recordings (*.jsonl *.json);;All files (*)")
@@ -493,9 +519,10 @@ def open_race_recording(window: Any, race_window: RaceWindow, path: str | None =
         window.replayer.open(path)
         return False
     if as_race(events) is None:
-        window._on_failed(RunFailed(f"{Path(path).name} is not a race (a speculative run, then "
-                                    "the target alone on the same prompt and settings): open "
-                                    "it with Open recording.", "input"))
+        if failed is not None:
+            failed(RunFailed(f"{Path(path).name} is not a race (a speculative run, then the "
+                             "target alone on the same prompt and settings): open it with "
+                             "Open recording.", "input"))
         return False
     _play_race(race_window, events)
     return True
@@ -512,42 +539,66 @@ def clear_replay_note(window: Any) -> None:
         label.setText("Live run started.")
 
 
-def install_stage(window: Any) -> RaceWindow:
-    """Hook the race, the measured step and File → Export onto a MainWindow."""
-    reporter = StepReporter(window)
-    reporter.measured.connect(window.run_view.set_target_step,
-                              Qt.ConnectionType.QueuedConnection)
-    _wrap_loader(window.controller, reporter)
-    race_window = RaceWindow(window)
-    window.race_window = race_window
-    window.race_runner = RaceRunner(window, race_window)
-    window.step_reporter = reporter
-    window.controller.started.connect(lambda _job: clear_replay_note(window))
+class Stage(QObject):
+    """The race (F7), the step measured at load and File → Export of one MainWindow.
 
-    race = QAction("Race: speculative, then the target alone", window)
-    race.setShortcut(QKeySequence(RACE_KEY))
-    race.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
-    race.setToolTip(f"Race ({RACE_KEY}): the same prompt, seed and settings, measured one "
-                    "after the other, then replayed side by side on one clock")
-    race.triggered.connect(window.race_runner.start)
-    window.addAction(race)
-    window.actions_by_name["race"] = race
-    menus = {m.title().replace("&", ""): m for m in
-             (a.menu() for a in window.menuBar().actions()) if m is not None}
-    if "Run" in menus:
+    Created by the window after its menus (it adds Run → Race and File → Export to them);
+    a problem to show (a race that cannot start, a file that is no race) comes out of
+    :attr:`failed`.
+    """
+
+    failed = Signal(object)  # RunFailed
+
+    def __init__(self, window: StageHost) -> None:
+        super().__init__(window)  # type: ignore[arg-type] - a MainWindow: a QObject
+        self.window = window
+        self.step_reporter = reporter = StepReporter(self)
+        reporter.measured.connect(window.run_view.set_target_step,
+                                  Qt.ConnectionType.QueuedConnection)
+        _wrap_loader(window.controller, reporter)
+        self.race_window = race_window = RaceWindow(window)  # type: ignore[arg-type]
+        self.race_runner = RaceRunner(window, race_window)
+        self.race_runner.failed.connect(self.failed)
+        window.controller.started.connect(lambda _job: clear_replay_note(window))
+
+        self.race_action = race = QAction("Race: speculative, then the target alone", self)
+        race.setShortcut(QKeySequence(RACE_KEY))
+        race.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+        race.setToolTip(f"Race ({RACE_KEY}): the same prompt, seed and settings, measured one "
+                        "after the other, then replayed side by side on one clock")
+        race.triggered.connect(self.race_runner.start)
+        window.addAction(race)
+        window.actions_by_name["race"] = race
+        menus = {m.title().replace("&", ""): m for m in
+                 (a.menu() for a in window.menuBar().actions()) if m is not None}
         menus["Run"].addAction(race)
-    file_menu = menus.get("File")
-    if file_menu is not None:
+        file_menu = menus["File"]
         first = file_menu.actions()[2] if len(file_menu.actions()) > 2 else None
-        open_race = QAction("Open race recording (.jsonl)…", window)
-        open_race.triggered.connect(lambda: open_race_recording(window, race_window))
+        open_race = QAction("Open race recording (.jsonl)…", self)
+        open_race.triggered.connect(lambda: self.open_race_recording())
         file_menu.insertAction(first, open_race)
-        file_menu.insertMenu(first, build_export_menu(window, race_window))
-    window.plot_menu_targets = install_plot_menus(window)
-    return race_window
+        self.export_progress = ExportProgress(window)
+        file_menu.insertMenu(first, build_export_menu(window, race_window, self.export_progress))
+        self.plot_menu_targets = install_plot_menus(window)
+
+    def open_if_race(self, path: str) -> bool:
+        """Open/--replay: a race recording plays in the race window; False: not a race."""
+        said = open_if_race(self.race_window, path)
+        if said:
+            self.window.status_label.setText(said)
+        return bool(said)
+
+    def open_race_recording(self, path: str | None = None) -> bool:
+        """File → Open race recording: False, and :attr:`failed` told, if it is none."""
+        return open_race_recording(self.window, self.race_window, path, self.failed.emit)
+
+    def set_theme(self, theme: Theme) -> None:
+        """The race window in ``theme`` (the main window's own: gui/themes.py)."""
+        apply_palette(self.race_window, theme)
+        self.race_window.view.set_theme(theme)
 
 
 __all__ = ["ExportProgress", "RaceRunner", "RaceWindow", "StepReporter", "build_export_menu",
            "export_plot", "write_file",
-           "install_plot_menus", "install_stage", "measuring_loader", "open_if_race",
+           "install_plot_menus", "Stage", "StageHost", "measuring_loader", "open_if_race",
            "open_race_recording", "plot_menu", "race_recording"]

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QObject, QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence, QPalette
+from PySide6.QtWidgets import QMainWindow, QWidget
 
 from .style import (
     BLUE,
@@ -323,9 +324,10 @@ def distinguishability_problems(theme: Theme, minimum: float = MIN_DISTANCE) -> 
     return problems
 
 
-__all__ = ["DARK", "HIGH_CONTRAST", "LIGHT", "SETTINGS_KEY", "THEMES", "Theme",
+__all__ = ["DARK", "HIGH_CONTRAST", "LIGHT", "SETTINGS_KEY", "THEMES", "Theme", "Themes",
            "contrast_problems", "contrast_ratio", "distance", "distinguishability_problems",
-           "check_box_palette", "luminance", "mark_check_boxes", "seen_as", "theme_named"]
+           "check_box_palette", "lenience_style", "luminance", "mark_check_boxes",
+           "prompt_style", "seen_as", "theme_named"]
 
 
 # -- the window's View → Theme menu ----------------------------------------------------------
@@ -340,68 +342,71 @@ def prompt_style(theme: Theme) -> str:
             f"color: {theme.text}; padding: 2px; }}")
 
 
-def apply_theme(window: Any, theme: Theme) -> None:
-    """``theme`` on a MainWindow: its palette (controls, menus), the run view, the race."""
-    window.theme = theme
-    apply_palette(window, theme)
-    mark_check_boxes(window, theme)
-    window.run_view.set_theme(theme)
-    prompt = getattr(getattr(window, "controls", None), "prompt", None)
-    if prompt is not None:  # the box Run reads: its frame in the theme's own ink, every theme
-        prompt.setStyleSheet(prompt_style(theme))
-    note = getattr(getattr(window, "controls", None), "lenience_note", None)
-    if note is not None:  # its own style sheet: #A03F00 is 2.7:1 on the dark window
-        note.setStyleSheet(f"color: {theme.ink('rejected') if theme is not LIGHT else '#A03F00'};"
-                           " font-weight: bold")
-    race = getattr(window, "race_window", None)
-    if race is not None:
-        apply_palette(race, theme)
-        race.view.set_theme(theme)
-    actions = getattr(window, "theme_actions", {})
-    if theme.key in actions:
-        actions[theme.key].setChecked(True)
+def lenience_style(theme: Theme) -> str:
+    """The "B < 1" note's own style sheet (#A03F00 is 2.7:1 on the dark window)."""
+    return (f"color: {theme.ink('rejected') if theme is not LIGHT else '#A03F00'};"
+            " font-weight: bold")
 
 
-def install_themes(window: Any) -> dict[str, Any]:
-    """View → Theme (Light / Dark / High contrast) on a MainWindow, remembered in its
-    QSettings, and Ctrl+Shift+T for the next one (the menu bar is hidden while presenting)."""
-    from PySide6.QtCore import Qt
-    from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+class Themes(QObject):
+    """View → Theme (Light / Dark / High contrast) on a main window, remembered in ``store``,
+    and Ctrl+Shift+T for the next one (the menu bar is hidden while presenting).
 
-    menus = {m.title().replace("&", ""): m for m in
-             (a.menu() for a in window.menuBar().actions()) if m is not None}
-    view_menu = menus.get("View") or window.menuBar().addMenu("&View")
-    menu = view_menu.addMenu("&Theme")
-    group = QActionGroup(window)
-    group.setExclusive(True)
-    window.theme_actions = actions = {}
+    It paints the window's palette and check boxes; the views follow :attr:`changed`.
+    """
 
-    def choose(theme: Theme) -> None:
-        apply_theme(window, theme)
-        window.store.setValue(SETTINGS_KEY, theme.key)
+    changed = Signal(object)  # Theme, just applied
 
-    for theme in THEMES.values():
-        action = QAction(theme.label, window)
-        action.setCheckable(True)
-        action.triggered.connect(lambda _=False, t=theme: choose(t))
-        group.addAction(action)
-        menu.addAction(action)
-        actions[theme.key] = action
-    keys = list(THEMES)
-    cycle = QAction("Next theme", window)
-    cycle.setShortcut(QKeySequence(CYCLE_KEY))
-    cycle.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-    cycle.triggered.connect(lambda: choose(THEMES[keys[(keys.index(
-        getattr(window, "theme", LIGHT).key) + 1) % len(keys)]]))
-    menu.addSeparator()
-    menu.addAction(cycle)
-    window.addAction(cycle)  # a shortcut of the window: menus hidden, it still works
-    actions["next"] = cycle
-    saved = theme_named(window.store.value(SETTINGS_KEY, LIGHT.key))
-    actions[saved.key].setChecked(True)
-    window.theme = LIGHT
-    if saved is not LIGHT:
-        apply_theme(window, saved)
-    else:
-        mark_check_boxes(window, LIGHT)  # the platform's own box is faint (2.2:1) here too
-    return actions
+    def __init__(self, window: QMainWindow, store: QSettings) -> None:
+        super().__init__(window)
+        self.window, self.store = window, store
+        self.current: Theme = LIGHT
+        menus = {m.title().replace("&", ""): m for m in
+                 (a.menu() for a in window.menuBar().actions()) if m is not None}
+        view_menu = menus.get("View") or window.menuBar().addMenu("&View")
+        menu = view_menu.addMenu("&Theme")
+        group = QActionGroup(window)
+        group.setExclusive(True)
+        self.actions: dict[str, QAction] = {}
+        for theme in THEMES.values():
+            action = QAction(theme.label, window)
+            action.setCheckable(True)
+            action.triggered.connect(lambda _=False, t=theme: self.choose(t))
+            group.addAction(action)
+            menu.addAction(action)
+            self.actions[theme.key] = action
+        cycle = QAction("Next theme", window)
+        cycle.setShortcut(QKeySequence(CYCLE_KEY))
+        cycle.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        cycle.triggered.connect(self.cycle)
+        menu.addSeparator()
+        menu.addAction(cycle)
+        window.addAction(cycle)  # a shortcut of the window: menus hidden, it still works
+        self.actions["next"] = cycle
+
+    def restore(self) -> None:
+        """The theme ``store`` remembers (after the views listen to :attr:`changed`)."""
+        saved = theme_named(self.store.value(SETTINGS_KEY, LIGHT.key))
+        self.actions[saved.key].setChecked(True)
+        if saved is not LIGHT:
+            self.apply(saved)
+        else:
+            mark_check_boxes(self.window, LIGHT)  # the platform's own box is faint (2.2:1) too
+
+    def apply(self, theme: Theme) -> None:
+        """``theme`` on the window (palette, check boxes, the menu's tick), then the views."""
+        self.current = theme
+        apply_palette(self.window, theme)
+        mark_check_boxes(self.window, theme)
+        self.actions[theme.key].setChecked(True)
+        self.changed.emit(theme)
+
+    def choose(self, theme: Theme) -> None:
+        """Apply ``theme`` and remember it."""
+        self.apply(theme)
+        self.store.setValue(SETTINGS_KEY, theme.key)
+
+    def cycle(self) -> None:
+        """The next theme (Ctrl+Shift+T)."""
+        keys = list(THEMES)
+        self.choose(THEMES[keys[(keys.index(self.current.key) + 1) % len(keys)]])

@@ -193,7 +193,7 @@ def test_lookup_check_catches_an_app_that_insists_on_a_draft(qtbot, window, tiny
     def old_run(self, paused: bool = False, steps: int = 0) -> None:
         if self.pair_spec().draft is None and not self.baseline.isChecked():
             from specviz.core.events import RunFailed
-            self._on_failed(RunFailed("Choose a draft model (q).", "input"))
+            self.report_failure(RunFailed("Choose a draft model (q).", "input"))
             return
         real_run(self, paused, steps)
 

@@ -281,9 +281,9 @@ def test_the_event_loop_turns_between_the_frames_of_a_gif_export(
     _start_gif(w, path, monkeypatch)
     # The menu's slot returns at once: nothing is drawn or written in it.
     assert not path.exists()
-    job = w.export_progress.job
-    assert job.running and w.export_progress.bar.isVisibleTo(w)
-    assert w.export_progress.cancel_button.isVisibleTo(w)
+    job = w.stage.export_progress.job
+    assert job.running and w.stage.export_progress.bar.isVisibleTo(w)
+    assert w.stage.export_progress.cancel_button.isVisibleTo(w)
     seen: list[int] = []
     job.drawn.connect(lambda done, total: seen.append(ticks.count))
     before = ticks.count
@@ -291,7 +291,7 @@ def test_the_event_loop_turns_between_the_frames_of_a_gif_export(
     assert path.exists() and len(seen) == job.total == 5
     # Counted in turns of the loop, not seconds: other events ran before and between frames.
     assert all(b > a for a, b in zip([before, *seen], seen, strict=False)), seen
-    assert "Exported" in w.status_label.text() and not w.export_progress.bar.isVisibleTo(w)
+    assert "Exported" in w.status_label.text() and not w.stage.export_progress.bar.isVisibleTo(w)
     with Image.open(path) as gif:
         assert gif.n_frames == 5
 
@@ -303,12 +303,12 @@ def test_cancel_or_closing_the_window_stops_a_gif_export(
     w = _window_with_a_run(qtbot, settings_store)
     path = tmp_path / "run.gif"
     _start_gif(w, path, monkeypatch)
-    job = w.export_progress.job
+    job = w.stage.export_progress.job
     drawn: list[int] = []
     job.drawn.connect(lambda done, total: drawn.append(done))
     qtbot.waitUntil(lambda: len(drawn) >= 1, timeout=30_000)
     if how == "cancel":
-        w.export_progress.cancel_button.click()
+        w.stage.export_progress.cancel_button.click()
     else:
         w.close()
     assert not job.running
@@ -327,7 +327,7 @@ def test_an_unwritable_path_is_one_message(qtbot, settings_store, tmp_path: Path
     missing = tmp_path / "no such folder"
     _start_gif(w, missing / "run.gif", monkeypatch)
     assert "does not exist" in w.run_view.banner.text()
-    assert not w.export_progress.running
+    assert not w.stage.export_progress.running
     # Save recording and Export transcript: one message each, the run still on screen.
     for path, act in ((missing / "run.jsonl", lambda p: w.save_recording(str(p))),
                       (missing / "t.html", None)):

@@ -173,8 +173,8 @@ def test_nothing_clipped(make_window, size, controls, k) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_a_huge_error_message_neither_widens_nor_clips(make_window, size) -> None:
     window = make_window(size)
-    window._on_failed(RunFailed("Could not load: " + "x" * 20_000 + " end", "load"))
-    window._on_failed(RunFailed("word " * 4000, "load"))
+    window.report_failure(RunFailed("Could not load: " + "x" * 20_000 + " end", "load"))
+    window.report_failure(RunFailed("word " * 4000, "load"))
     settle(window)
     check(window, size, "after a 20,000-character error")
 

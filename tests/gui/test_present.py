@@ -471,7 +471,7 @@ def test_right_click_exports(window: MainWindow, monkeypatch, tmp_path, kind: st
         next(a for a in menu.actions() if suffix.upper() in a.text()).trigger()
 
     monkeypatch.setattr(stage, "popup", pick)
-    target = window.plot_menu_targets[kind]
+    target = window.stage.plot_menu_targets[kind]
     # A real right click: the context-menu event lands on the view's viewport.
     QApplication.sendEvent(target.viewport(),
                            QContextMenuEvent(QContextMenuEvent.Reason.Mouse, QPoint(40, 40)))
@@ -712,14 +712,14 @@ def test_help_and_demo_tests_reject_their_broken_variants(name: str, qtbot, sett
 
 def test_the_stale_replay_note_test_rejects_the_old_window(qtbot, settings_store, tiny_pair,
                                                            monkeypatch) -> None:
-    """The broken variant: install_stage without clearing the note when a live run starts."""
+    """The broken variant: a Stage that does not clear the note when a live run starts."""
     from specviz.gui import app, stage
     from tests.mutation import mutant
 
-    broken = mutant(stage.install_stage,
-                    ("    window.controller.started.connect(lambda _job: "
+    broken = mutant(stage.Stage,
+                    ("        window.controller.started.connect(lambda _job: "
                      "clear_replay_note(window))\n", ""))
-    monkeypatch.setattr(app, "install_stage", broken)
+    monkeypatch.setattr(app, "Stage", broken)
     w = tiny_window(qtbot, settings_store, tiny_pair)
     try:
         with pytest.raises(AssertionError):

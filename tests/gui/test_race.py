@@ -358,15 +358,15 @@ def test_file_menu_has_export_and_race_recordings(window) -> None:
 
 
 def test_open_race_recording_plays_it(qtbot, window, tmp_path: Path) -> None:
-    from specviz.gui.stage import open_race_recording
-
     path = tmp_path / "race.jsonl"
     path.write_text("".join(to_json(e) + "\n" for e in scripted_race()), encoding="utf-8")
-    assert open_race_recording(window, window.race_window, str(path))
+    assert window.stage.open_race_recording(str(path))
     assert window.race_window.view.race is not None
     single = tmp_path / "run.jsonl"
     single.write_text("".join(to_json(e) + "\n" for e in speculative_events()), encoding="utf-8")
-    assert not open_race_recording(window, window.race_window, str(single))
+    assert not window.stage.open_race_recording(str(single))
+    # Said in the window (the stage's failed signal reaches it), not dropped.
+    assert "run.jsonl is not a race" in window.status_label.text()
 
 
 # -- the Race option in the controls: Run (F5) with it ticked races as F7 does ----------------
@@ -510,9 +510,9 @@ STAGE_MUTANTS = {
     "the window draws while the race measures": (
         "test_the_window_draws_nothing_while_a_race_measures", "RaceRunner",
         [("        self._hold(True)  # the race window", "        pass  # the race window")]),
-    "no Export submenu": ("test_file_menu_has_export_and_race_recordings", "install_stage",
-                          [("file_menu.insertMenu(first, build_export_menu(window, race_window))",
-                            "pass")]),
+    "no Export submenu": ("test_file_menu_has_export_and_race_recordings", "Stage",
+                          [("file_menu.insertMenu(first, build_export_menu(window, race_window, "
+                            "self.export_progress))", "pass")]),
     "any recording opens as a race": (
         "test_open_race_recording_plays_it", "open_race_recording",
         [("if as_race(events) is None:", "if False:")]),
@@ -539,7 +539,7 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
     test_name, attr, edits = STAGE_MUTANTS[name]
     broken = mutant(getattr(STAGE, attr), *edits)
     monkeypatch.setattr(STAGE, attr, broken)
-    if attr == "install_stage":  # the window calls the name it imported
+    if attr == "Stage":  # the window calls the name it imported
         monkeypatch.setattr(sys.modules["specviz.gui.app"], attr, broken)
     monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
     w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
@@ -565,7 +565,8 @@ _APP_SOURCE = inspect.getsource(APP.MainWindow)
 RACE_DETECTION_OFF = [edit for edit, present in (
     (("speed=1.0, detect_races=True)", "speed=1.0, detect_races=False)"),
      "detect_races=True" in _APP_SOURCE),
-    (("if open_if_race(self, path):", "if False:"), "open_if_race(self, path)" in _APP_SOURCE))
+    (("if self.stage.open_if_race(path):", "if False:"),
+     "self.stage.open_if_race(path)" in _APP_SOURCE))
     if present]
 RACE_OPTION_MUTANTS = {
     "Run ignores the Race box": (
@@ -594,7 +595,7 @@ RACE_OPTION_MUTANTS = {
     **({"any two runs open as a race": (
         "test_a_cli_race_recording_replays_as_a_race", STAGE, "race_recording",
         [("return events if as_race(events) is not None else None", "return events")])}
-       if "open_if_race(self, path)" in inspect.getsource(APP.MainWindow) else {}),
+       if "self.stage.open_if_race(path)" in inspect.getsource(APP.MainWindow) else {}),
     "the Race box not in FIELDS (not kept)": (
         "test_the_race_option_is_shown_kept_and_excludes_target_alone", CONTROLS, "FIELDS",
         None),

@@ -426,10 +426,12 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
     from pytestqt.exceptions import TimeoutError as QtTimeout
 
     test, module, attr, edits = WINDOW_MUTANTS[name]
-    if name == "race files not detected" and hasattr(APP, "open_if_race"):
-        # A branch that also checks small files on the GUI thread (stage.open_if_race): off
-        # too (before the variant copies the module's names), or it still finds race.jsonl.
-        monkeypatch.setattr(APP, "open_if_race", lambda *args: False)
+    if name == "race files not detected":
+        # A branch that also checks small files on the GUI thread (Stage.open_if_race): off
+        # too, or it still finds race.jsonl.
+        from specviz.gui.stage import Stage
+
+        monkeypatch.setattr(Stage, "open_if_race", lambda *args: False)
     broken = mutant(getattr(module, attr), *edits)
     monkeypatch.setattr(module, attr, broken)
     if attr == "ControlsPanel":  # the window calls the name it imported
@@ -488,8 +490,8 @@ def test_the_bar_test_rejects_its_broken_variant(qtbot, settings_store, tiny_pai
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from specviz.gui import replay_bar
 
-    broken = mutant(replay_bar.install_replay_bar,
+    broken = mutant(replay_bar.ReplayToolbar,
                     ("        zoom.changed.connect(bar.set_scale)\n", "        pass\n"))
-    monkeypatch.setattr(APP, "install_replay_bar", broken)
+    monkeypatch.setattr(APP, "ReplayToolbar", broken)
     with pytest.raises(AssertionError):
         test_the_bar_is_not_clipped(qtbot, settings_store, tiny_pair, (1920, 1080), True)

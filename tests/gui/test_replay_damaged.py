@@ -107,8 +107,6 @@ def test_a_cut_race_opened_as_a_race_replays_what_it_holds(qtbot, settings_store
                                                            tmp_path: Path) -> None:
     """File → Open race recording on a race cut short: not a silent refusal; the main window
     replays its good events and says where the file ends."""
-    from specviz.gui.stage import open_race_recording
-
     window = tiny_window(qtbot, settings_store, tiny_pair)
     window.replayer.follow_s, window.replayer.speed, window.replayer.interval_ms = 0.0, None, 0
     events = read_recording(ASSETS / "race.jsonl")
@@ -116,7 +114,7 @@ def test_a_cut_race_opened_as_a_race_replays_what_it_holds(qtbot, settings_store
     path.write_bytes((ASSETS / "race.jsonl").read_bytes()[:-40])
     try:
         with qtbot.waitSignal(window.replayer.failed, timeout=20000) as failed:
-            assert not open_race_recording(window, window.race_window, str(path))
+            assert not window.stage.open_race_recording(str(path))
         window.run_view.flush()
         assert "cut short" in failed.args[0].message
         second = max(i for i, e in enumerate(events) if isinstance(e, RunStarted))

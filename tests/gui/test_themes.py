@@ -318,12 +318,12 @@ def test_the_prompt_box_has_a_visible_edge_in_every_theme(window) -> None:
     (black box on a black window: no edge)."""
     import re
 
-    from specviz.gui.themes import THEMES, apply_theme, contrast_ratio, prompt_style
+    from specviz.gui.themes import THEMES, contrast_ratio, prompt_style
 
     for theme in THEMES.values():
         border = re.search(r"border: 2px solid (#[0-9A-Fa-f]{6})", prompt_style(theme))
         assert border is not None, theme.key
         assert contrast_ratio(border.group(1), theme.window) >= 3.0, theme.key
         assert contrast_ratio(border.group(1), theme.base) >= 3.0, theme.key
-        apply_theme(window, theme)
+        window.themes.apply(theme)
         assert window.controls.prompt.styleSheet() == prompt_style(theme), theme.key
