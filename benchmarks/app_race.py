@@ -51,10 +51,10 @@ def races(policy: str, n: int, prompt: str, temperature: float, max_new: int,
         app.processEvents()
         time.sleep(0.02)
     w.controls.k_policy.setCurrentText(policy)
-    w.prompt.setPlainText(prompt)
-    w.temperature.setValue(temperature)
-    w.max_new.setValue(max_new)
-    w.seed.setValue(0)
+    w.controls.prompt.setPlainText(prompt)
+    w.controls.temperature.setValue(temperature)
+    w.controls.max_new.setValue(max_new)
+    w.controls.seed.setValue(0)
     runner = w.findChildren(RaceRunner)[0]
     done: list[RunFinished] = []
     ctl.yielded.connect(lambda e: done.append(e) if isinstance(e, RunFinished) else None)

@@ -75,10 +75,10 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
                 window.resize(*size)
                 window.show()
             _wait(app, lambda: False, 0.5)  # let a window manager place it
-            window.k.setValue(k)
-            window.temperature.setValue(temperature)
-            window.max_new.setValue(max_new_tokens)
-            window.seed.setValue(seed)
+            window.controls.k.setValue(k)
+            window.controls.temperature.setValue(temperature)
+            window.controls.max_new.setValue(max_new_tokens)
+            window.controls.seed.setValue(seed)
             window.run()
             finished = _wait(app, lambda: window.controller.state == "idle", timeout_s)
             if not finished:
@@ -119,7 +119,7 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             window.statusBar().show()
 
             # The same prompt with the target alone, for the baseline colour and speed.
-            window.baseline.setChecked(True)
+            window.controls.baseline.setChecked(True)
             window.run()
             if not _wait(app, lambda: window.controller.state == "idle", timeout_s):
                 raise TimeoutError(f"the baseline run did not finish within {timeout_s:.0f} s")

@@ -105,13 +105,8 @@ class MainWindow(QMainWindow):
     # -- building -------------------------------------------------------------------------------
 
     def _build_controls(self) -> None:
-        self.controls = panel = ControlsPanel()
-        # The names MainWindow always had (tests and the other slots use them).
-        for name in ("preset", "draft_edit", "target_edit", "device", "load_button", "k",
-                     "temperature", "top_k", "top_p", "max_new", "seed", "baseline", "chat",
-                     "prompt", "run_button", "stop_button", "pause_button", "step_button"):
-            setattr(self, name, getattr(panel, name))
-        self.load_button.clicked.connect(self.load_pair)
+        self.controls = panel = ControlsPanel()  # its widgets: window.controls.k, .prompt, …
+        self.controls.load_button.clicked.connect(self.load_pair)
         self.dock = QDockWidget("Controls", self)
         self.dock.setObjectName("controls")
         self.dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
@@ -127,8 +122,8 @@ class MainWindow(QMainWindow):
         self.actions_by_name: dict[str, QAction] = {}
         slots = {"run": self.play_or_run, "stop": self.stop, "pause": self.toggle_pause,
                  "step": self.step}
-        buttons = {"run": self.run_button, "stop": self.stop_button,
-                   "pause": self.pause_button, "step": self.step_button}
+        buttons = {"run": self.controls.run_button, "stop": self.controls.stop_button,
+                   "pause": self.controls.pause_button, "step": self.controls.step_button}
         for name, (keys, tip) in SHORTCUTS.items():
             action = QAction(name.capitalize(), self)
             action.setShortcuts([QKeySequence(k) for k in keys])
@@ -280,9 +275,9 @@ class MainWindow(QMainWindow):
         self.controls.restore(s)
         self.controls.set_pair(draft, target)
         if device is not None:
-            self.device.setCurrentText(device)
+            self.controls.device.setCurrentText(device)
         if prompt is not None:
-            self.prompt.setPlainText(prompt)
+            self.controls.prompt.setPlainText(prompt)
         restore_window(self, s, self.dock)
 
     def save_settings(self) -> None:
@@ -329,9 +324,9 @@ class MainWindow(QMainWindow):
             self.report_failure(RunFailed("Choose a target model (p) first.", "input"))
             return
         settings = self.sampling()
-        request = Request(self.prompt.toPlainText(), settings,
-                          "baseline" if self.baseline.isChecked() else "speculative",
-                          self.chat.isChecked())
+        request = Request(self.controls.prompt.toPlainText(), settings,
+                          "baseline" if self.controls.baseline.isChecked() else "speculative",
+                          self.controls.chat.isChecked())
         if request.speculative and not needs_draft_model(request):
             spec = dataclasses.replace(spec, draft=None)  # lookup: no draft model to load
         try:  # the checks every run passes (core/run.py), before anything loads
@@ -341,13 +336,13 @@ class MainWindow(QMainWindow):
             # An empty prompt would generate from the chat template alone.
             self.report_failure(RunFailed(str(exc), exc.kind))
             if "prompt" in str(exc):
-                self.prompt.setFocus()
+                self.controls.prompt.setFocus()
             return
         self.save_settings()
-        self.run_view.user_prompt = self.prompt.toPlainText()
-        self.controller.start(spec, settings, self.prompt.toPlainText(),
-                              chat=self.chat.isChecked(), baseline=self.baseline.isChecked(),
-                              paused=paused, steps=steps)
+        c = self.controls
+        self.run_view.user_prompt = c.prompt.toPlainText()
+        self.controller.start(spec, settings, c.prompt.toPlainText(), chat=c.chat.isChecked(),
+                              baseline=c.baseline.isChecked(), paused=paused, steps=steps)
 
     def stop(self) -> None:
         self.replayer.stop()
@@ -488,7 +483,7 @@ class MainWindow(QMainWindow):
 
     def _on_replay_corner(self, text: str) -> None:
         """The replay bar's word for the corner; "idle" only when no live run has it."""
-        if text != "idle" or not self.stop_button.isEnabled():
+        if text != "idle" or not self.controls.stop_button.isEnabled():
             self.state_label.setText(text)
 
     def _on_race_found(self, events: list[Any]) -> None:
@@ -500,13 +495,13 @@ class MainWindow(QMainWindow):
             race_window.view.play()
 
     def _on_availability(self, availability: dict[str, str]) -> None:
-        mark_presets(self.preset, availability)
+        mark_presets(self.controls.preset, availability)
 
     def _on_state_changed(self, state: str) -> None:
         busy = state != "idle"
-        self.stop_button.setEnabled(busy)
-        self.pause_button.setEnabled(busy)
-        self.pause_button.setText("▶ Resume" if state == "paused" else "❚❚ Pause")
+        self.controls.stop_button.setEnabled(busy)
+        self.controls.pause_button.setEnabled(busy)
+        self.controls.pause_button.setText("▶ Resume" if state == "paused" else "❚❚ Pause")
         self.state_label.setText({"idle": "idle", "running": "● running",
                                   "paused": "❚❚ paused — Step (F10) or Resume (F6)"}[state])
         if not busy and not self.controller.loading:

@@ -61,7 +61,7 @@ def choose(window: Any, chosen: Demo) -> str:
     """
     if window.controls.showing_recording:
         window.replayer.stop()  # the user's settings back, editable
-    window.prompt.setPlainText(chosen.prompt)
+    window.controls.prompt.setPlainText(chosen.prompt)
     if window.controller.state != "idle":
         message = (f"Demo prompt “{chosen.title}” set for the next run (this run keeps its "
                    f"prompt; Run, F5, starts it): {chosen.note}")

@@ -25,11 +25,11 @@ def make_window(qtbot, settings_store):
                             **kwargs)
         qtbot.addWidget(window)
         window._set_preset(CUSTOM)
-        window.draft_edit.setText("tiny-draft")
-        window.target_edit.setText("tiny-target")
-        window.device.setCurrentText("cpu")
-        window.max_new.setValue(12)
-        window.prompt.setPlainText("the cat")
+        window.controls.draft_edit.setText("tiny-draft")
+        window.controls.target_edit.setText("tiny-target")
+        window.controls.device.setCurrentText("cpu")
+        window.controls.max_new.setValue(12)
+        window.controls.prompt.setPlainText("the cat")
         made.append(window)
         return window
 
@@ -69,7 +69,7 @@ def test_step_from_idle_runs_one_round_and_holds(qtbot, make_window, tiny_pair) 
     qtbot.wait(50)
     window.run_view.flush()
     assert len(window.run_view.record.rounds) == 1
-    assert window.controller.state == "paused" and "Resume" in window.pause_button.text()
+    assert window.controller.state == "paused" and "Resume" in window.controls.pause_button.text()
     window.step()
     qtbot.waitUntil(lambda: len(window.run_view.record.rounds) == 2 or window.run_view.flush(),
                     timeout=10000)
@@ -122,7 +122,7 @@ def test_decoder_crash_keeps_the_text(qtbot, make_window, tiny_pair, monkeypatch
     # The target on transformers' forward, where the flaky pass is (FastLlama, the CPU's default
     # target path, calls the layers itself): what breaks is the point, not where.
     monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")
-    window.max_new.setValue(40)
+    window.controls.max_new.setValue(40)
     # Fixed K: one target pass per round, so the third pass is round 3 (the cost policy also
     # times a few passes of its own after round 1).
     window.controls.k_policy.setCurrentText("fixed")
@@ -135,24 +135,26 @@ def test_decoder_crash_keeps_the_text(qtbot, make_window, tiny_pair, monkeypatch
 
 def test_settings_persist_between_launches(qtbot, make_window, tiny_pair, settings_store) -> None:
     window = make_window(lambda *a, **k: tiny_pair)
-    window.k.setValue(7)
-    window.temperature.setValue(0.0)
-    window.top_k.setValue(20)
-    window.top_p.setValue(0.9)
-    window.seed.setValue(-1)
-    window.baseline.setChecked(True)
-    window.prompt.setPlainText("第一行\nsecond line")
+    window.controls.k.setValue(7)
+    window.controls.temperature.setValue(0.0)
+    window.controls.top_k.setValue(20)
+    window.controls.top_p.setValue(0.9)
+    window.controls.seed.setValue(-1)
+    window.controls.baseline.setChecked(True)
+    window.controls.prompt.setPlainText("第一行\nsecond line")
     window.close()
     again = MainWindow(loader=lambda *a, **k: tiny_pair, settings=settings_store, autoload=False)
     qtbot.addWidget(again)
     try:
-        assert again.k.value() == 7 and again.temperature.value() == 0.0
-        assert again.top_k.value() == 20 and again.top_p.value() == pytest.approx(0.9)
+        assert again.controls.k.value() == 7 and again.controls.temperature.value() == 0.0
+        assert again.controls.top_k.value() == 20
+        assert again.controls.top_p.value() == pytest.approx(0.9)
         assert again.sampling().seed is None  # "random"
-        assert again.baseline.isChecked()
-        assert again.prompt.toPlainText() == "第一行\nsecond line"
-        assert again.preset.currentText() == CUSTOM
-        assert again.draft_edit.text() == "tiny-draft" and again.device.currentText() == "cpu"
+        assert again.controls.baseline.isChecked()
+        assert again.controls.prompt.toPlainText() == "第一行\nsecond line"
+        assert again.controls.preset.currentText() == CUSTOM
+        assert again.controls.draft_edit.text() == "tiny-draft"
+        assert again.controls.device.currentText() == "cpu"
     finally:
         again.close()
 
@@ -174,11 +176,11 @@ def test_actions_have_their_shortcuts(make_window, tiny_pair) -> None:
 
 def test_baseline_run_then_speculative_measures_speedup(qtbot, make_window, tiny_pair) -> None:
     window = make_window(lambda *a, **k: tiny_pair)
-    window.baseline.setChecked(True)
+    window.controls.baseline.setChecked(True)
     window.run()
     wait_idle(qtbot, window)
     assert {s.kind for s in window.run_view.stream.spans} == {"target"}
-    window.baseline.setChecked(False)
+    window.controls.baseline.setChecked(False)
     window.run()
     wait_idle(qtbot, window)
     assert "baseline run" in window.run_view.speed.names["measured_speedup"].text()
@@ -187,7 +189,7 @@ def test_baseline_run_then_speculative_measures_speedup(qtbot, make_window, tiny
 
 def test_closing_mid_run_exits_cleanly(qtbot, make_window, endless_pair) -> None:
     window = make_window(lambda *a, **k: endless_pair)
-    window.max_new.setValue(5000)
+    window.controls.max_new.setValue(5000)
     window.run()
     qtbot.waitUntil(lambda: window.run_view.flush() or len(window.run_view.record.rounds) > 1,
                     timeout=30000)
@@ -263,9 +265,9 @@ def test_a_tree_drafter_the_registry_lists_runs_and_steps_in_the_window(qtbot, m
     assert "lookup-tree" in names
     window.controls.drafter.setCurrentText("lookup-tree")
     window.controls.k_policy.setCurrentText("fixed")
-    window.temperature.setValue(1.0)
-    window.max_new.setValue(30)
-    window.prompt.setPlainText("the cat sat on the mat the cat sat on the red mat the cat")
+    window.controls.temperature.setValue(1.0)
+    window.controls.max_new.setValue(30)
+    window.controls.prompt.setPlainText("the cat sat on the mat the cat sat on the red mat the cat")
     window.run()
     wait_idle(qtbot, window)
     record = window.run_view.record

@@ -139,12 +139,12 @@ def window(qtbot, settings_store):
         w = MainWindow(loader=loader, settings=settings_store, autoload=False)
         qtbot.addWidget(w)
         w._set_preset(CUSTOM)
-        w.draft_edit.setText("")
-        w.target_edit.setText("tiny-target")
-        w.device.setCurrentText("cpu")
-        w.max_new.setValue(8)
-        w.temperature.setValue(0.0)
-        w.prompt.setPlainText("the cat the cat the cat")
+        w.controls.draft_edit.setText("")
+        w.controls.target_edit.setText("tiny-target")
+        w.controls.device.setCurrentText("cpu")
+        w.controls.max_new.setValue(8)
+        w.controls.temperature.setValue(0.0)
+        w.controls.prompt.setPlainText("the cat the cat the cat")
         made.append(w)
         return w
 
@@ -191,7 +191,7 @@ def test_lookup_check_catches_an_app_that_insists_on_a_draft(qtbot, window, tiny
     real_run = MainWindow.run
 
     def old_run(self, paused: bool = False, steps: int = 0) -> None:
-        if self.pair_spec().draft is None and not self.baseline.isChecked():
+        if self.pair_spec().draft is None and not self.controls.baseline.isChecked():
             from specviz.core.events import RunFailed
             self.report_failure(RunFailed("Choose a draft model (q).", "input"))
             return
@@ -211,7 +211,7 @@ def test_a_loaded_pair_serves_a_lookup_run_without_reloading(qtbot, window, tiny
         return tiny_pair
 
     w = window(loader)
-    w.draft_edit.setText("tiny-draft")
+    w.controls.draft_edit.setText("tiny-draft")
     w.run()
     qtbot.waitUntil(lambda: w.controller.state == "idle", timeout=30000)
     w.controls.drafter.setCurrentText("lookup")

@@ -55,11 +55,11 @@ def make_window(qtbot, settings_store) -> Iterator:
         window = MainWindow(loader=loader, settings=settings_store, autoload=False)
         qtbot.addWidget(window)
         window._set_preset(CUSTOM)
-        window.draft_edit.setText("tiny-draft")
-        window.target_edit.setText("tiny-target")
-        window.device.setCurrentText("cpu")
-        window.max_new.setValue(8)
-        window.prompt.setPlainText("the cat")
+        window.controls.draft_edit.setText("tiny-draft")
+        window.controls.target_edit.setText("tiny-target")
+        window.controls.device.setCurrentText("cpu")
+        window.controls.max_new.setValue(8)
+        window.controls.prompt.setPlainText("the cat")
         made.append(window)
         return window
 
@@ -101,7 +101,7 @@ def test_a_new_load_after_cancel_works(qtbot, make_window, tiny_pair) -> None:
     assert loader.entered.wait(10)
     window.cancel_load()
     loader.release.set()
-    window.max_new.setValue(4)
+    window.controls.max_new.setValue(4)
     with qtbot.waitSignal(window.controller.finished, timeout=30000):
         window.run()
     window.run_view.flush()
@@ -148,7 +148,7 @@ def test_unknown_name_fails_once_and_run_does_not_retry(qtbot, make_window) -> N
         raise ModelLoadError(f"No model folder, .gguf file or cached hub id named {target!r}.")
 
     window = make_window(loader)
-    window.target_edit.setText("does-not-exist-dir")
+    window.controls.target_edit.setText("does-not-exist-dir")
     with qtbot.waitSignal(window.controller.finished, timeout=30000):
         window.run()
     assert calls == ["does-not-exist-dir"] and window.controller.state == "idle"
@@ -168,12 +168,12 @@ def test_empty_prompt_is_refused_and_the_window_stays_usable(qtbot, make_window,
         return tiny_pair
 
     window = make_window(loader)
-    window.prompt.setPlainText("  \n\t ")
+    window.controls.prompt.setPlainText("  \n\t ")
     window.run()
     window.step()
     assert window.controller.current is None and window.controller.state == "idle"
     assert "prompt is only whitespace" in window.run_view.banner.text() and not calls
-    window.prompt.setPlainText("the cat")
+    window.controls.prompt.setPlainText("the cat")
     with qtbot.waitSignal(window.controller.finished, timeout=30000):
         window.run()
     window.run_view.flush()
@@ -187,11 +187,11 @@ def test_presets_are_marked(qtbot, make_window, monkeypatch) -> None:
     window = make_window(lambda *a, **k: None)
     with qtbot.waitSignal(window.controller.availability, timeout=30000):
         window.controller.probe_availability()
-    marks = [preset_mark(window.preset, i) for i in range(3)]
+    marks = [preset_mark(window.controls.preset, i) for i in range(3)]
     assert marks[0].endswith("— offline") and marks[1].endswith("— in local cache")
     assert marks[2].endswith("— needs download")
-    assert window.preset.itemText(0) == names[0]  # the name itself is untouched
-    assert "network" in window.preset.itemData(2, 3)  # 3: Qt.ToolTipRole
+    assert window.controls.preset.itemText(0) == names[0]  # the name itself is untouched
+    assert "network" in window.controls.preset.itemData(2, 3)  # 3: Qt.ToolTipRole
 
 
 def test_real_availability_covers_every_preset(qtbot) -> None:
@@ -300,7 +300,7 @@ def test_a_calibrated_draft_says_so_where_sampling_is_set(qtbot, make_window,
     assert window.controls.sampling_box.title() == "Sampling (q at T×0.9: its calibration)"
     window.controller.pair = None  # the next load is a plain draft
     window.controller.loader = lambda *a, **k: tiny_pair
-    window.draft_edit.setText("tiny-draft-2")
+    window.controls.draft_edit.setText("tiny-draft-2")
     with qtbot.waitSignal(window.controller.loaded, timeout=30000):
         window.load_pair()
     assert window.controls.sampling_box.title() == SAMPLING_TITLE

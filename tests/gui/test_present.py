@@ -116,7 +116,7 @@ def test_ctrl_wheel_zooms(view: RunView) -> None:
 @pytest.fixture
 def window(qtbot, settings_store, tiny_pair):
     w = tiny_window(qtbot, settings_store, tiny_pair)
-    w.prompt.setPlainText("the cat")
+    w.controls.prompt.setPlainText("the cat")
     yield w
     w.close()
     w.controller.decoder_thread.wait()
@@ -189,10 +189,10 @@ def test_space_in_prompt_types(window: MainWindow, qtbot) -> None:
     window.show()
     window.activateWindow()
     qtbot.waitUntil(window.isActiveWindow, timeout=2000)
-    window.prompt.setFocus()
-    window.prompt.moveCursor(window.prompt.textCursor().MoveOperation.End)
-    qtbot.keyClick(window.prompt, Qt.Key.Key_Space)
-    assert window.prompt.toPlainText() == "the cat "
+    window.controls.prompt.setFocus()
+    window.controls.prompt.moveCursor(window.controls.prompt.textCursor().MoveOperation.End)
+    qtbot.keyClick(window.controls.prompt, Qt.Key.Key_Space)
+    assert window.controls.prompt.toPlainText() == "the cat "
 
 
 # -- noise: the chat template, p = q = 0 ids, copy ------------------------------------------
@@ -321,9 +321,9 @@ def test_demo_prompts_menu(window: MainWindow) -> None:
     titles = [a.text() for a in window.demo_actions]
     assert len(titles) == 4 and any("Chinese" in t for t in titles)
     window.demo_actions[2].trigger()
-    assert window.prompt.toPlainText() == DEMOS[2].prompt and "水" in DEMOS[2].prompt
+    assert window.controls.prompt.toPlainText() == DEMOS[2].prompt and "水" in DEMOS[2].prompt
     window.demo_actions[3].trigger()
-    assert PARAGRAPH in window.prompt.toPlainText()
+    assert PARAGRAPH in window.controls.prompt.toPlainText()
     menus = [a.text() for a in window.menuBar().actions()]
     assert "&Demo prompts" in menus
 
@@ -643,7 +643,7 @@ def test_a_demo_prompt_during_a_run_is_for_the_next_run(window: MainWindow,
                                                          monkeypatch) -> None:
     monkeypatch.setattr(window.controller, "state", "running")
     window.demo_actions[3].trigger()
-    assert PARAGRAPH in window.prompt.toPlainText()
+    assert PARAGRAPH in window.controls.prompt.toPlainText()
     said = window.status_label.text()
     assert "next run" in said and DEMOS[3].title in said
 
@@ -690,7 +690,7 @@ HELP_MUTANTS = {
     "the demo only changes the status line": (
         "test_a_demo_prompt_during_a_run_is_for_the_next_run",
         [("        demo.choose(self, chosen)\n",
-          "        self.prompt.setPlainText(chosen.prompt)\n"
+          "        self.controls.prompt.setPlainText(chosen.prompt)\n"
           "        self.statusBar().showMessage(f'Demo prompt: {chosen.note}', 15_000)\n")]),
 }
 

@@ -251,10 +251,10 @@ def window(qtbot, settings_store, tiny_pair):
 
 def make_window(qtbot, settings_store, tiny_pair):
     w = tiny_window(qtbot, settings_store, tiny_pair)
-    w.max_new.setValue(10)
-    w.temperature.setValue(0.0)
-    w.seed.setValue(-1)  # random: the race must still give both runs one seed
-    w.prompt.setPlainText("the cat")
+    w.controls.max_new.setValue(10)
+    w.controls.temperature.setValue(0.0)
+    w.controls.seed.setValue(-1)  # random: the race must still give both runs one seed
+    w.controls.prompt.setPlainText("the cat")
     return w
 
 
@@ -290,7 +290,7 @@ def test_the_window_draws_nothing_while_a_race_measures(qtbot, window) -> None:
     window.actions_by_name["run"].trigger()  # a normal run draws live again
     qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=WAIT_MS)
     assert window.run_view.timer.isActive()
-    window.max_new.setValue(100_000)  # a race stopped in its first half draws again too
+    window.controls.max_new.setValue(100_000)  # a race stopped in its first half draws again too
     window.actions_by_name["race"].trigger()
     qtbot.waitUntil(lambda: not window.run_view.timer.isActive(), timeout=WAIT_MS)
     window.actions_by_name["stop"].trigger()
@@ -336,7 +336,7 @@ def test_the_cost_policy_is_calibrated_at_load_not_in_the_first_run(
         return real(self, n, token)
 
     monkeypatch.setattr(drafters_mod.CachedModel, "time_pass", counting)
-    window.max_new.setValue(12)
+    window.controls.max_new.setValue(12)
     with qtbot.waitSignal(window.controller.finished, timeout=WAIT_MS):
         window.actions_by_name["run"].trigger()
     window.run_view.flush()
@@ -400,7 +400,7 @@ def test_run_without_race_is_a_normal_run(qtbot, window) -> None:
 
 
 def test_stop_ends_a_race_with_its_first_half(qtbot, window) -> None:
-    window.max_new.setValue(100_000)  # long enough to be stopped mid-run
+    window.controls.max_new.setValue(100_000)  # long enough to be stopped mid-run
     window.controls.race.setChecked(True)
     window.actions_by_name["run"].trigger()
     view = window.race_window.view
@@ -422,13 +422,13 @@ def test_the_race_option_is_shown_kept_and_excludes_target_alone(qtbot, window,
     assert race.isVisible() and race.text() == "Race vs the target alone"
     tip = race.toolTip()
     assert "one after the other" in tip and "one clock" in tip and "F5" in tip
-    window.baseline.setChecked(True)
+    window.controls.baseline.setChecked(True)
     race.setChecked(True)
-    assert not window.baseline.isChecked()  # a race runs the target alone itself
-    window.baseline.setChecked(True)
+    assert not window.controls.baseline.isChecked()  # a race runs the target alone itself
+    window.controls.baseline.setChecked(True)
     assert not race.isChecked()
     race.setChecked(True)
-    assert window.run_button.text() == "▶ Race"  # Run races now, and says so
+    assert window.controls.run_button.text() == "▶ Race"  # Run races now, and says so
     window.controls.save(settings_store)
     again = ControlsPanel()
     qtbot.addWidget(again)

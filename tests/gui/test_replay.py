@@ -348,11 +348,11 @@ def window(qtbot, settings_store, endless_pair):
                    autoload=False)
     qtbot.addWidget(w)
     w._set_preset(CUSTOM)
-    w.draft_edit.setText("tiny-draft")
-    w.target_edit.setText("tiny-target")
-    w.device.setCurrentText("cpu")
-    w.max_new.setValue(5000)
-    w.prompt.setPlainText("the cat")
+    w.controls.draft_edit.setText("tiny-draft")
+    w.controls.target_edit.setText("tiny-target")
+    w.controls.device.setCurrentText("cpu")
+    w.controls.max_new.setValue(5000)
+    w.controls.prompt.setPlainText("the cat")
     w.replayer.follow_s = 0.0
     w.replayer.timer.setInterval(1)
     w.replayer.interval_ms = 1
@@ -396,7 +396,7 @@ def test_a_live_run_started_during_a_replay_stops_it(qtbot, window, tmp_path: Pa
     qtbot.waitUntil(lambda: window.run_view.flush() or window.run_view.record.started
                     is not None, timeout=20000)
     assert window.replayer.active
-    window.max_new.setValue(6)
+    window.controls.max_new.setValue(6)
     window.run()
     assert not window.replayer.active
     qtbot.waitUntil(lambda: window.controller.state == "idle", timeout=30000)

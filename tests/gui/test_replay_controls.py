@@ -227,10 +227,10 @@ def test_a_followed_stream_is_live_and_scrubbing_back_pauses_it(qtbot,
 def make_window(qtbot, settings_store, tiny_pair, cls: type | None = None) -> MainWindow:
     w = tiny_window(qtbot, settings_store, tiny_pair, cls or MainWindow)
     w.replayer.follow_s = 0.0
-    w.k.setValue(7)
-    w.temperature.setValue(0.3)
-    w.seed.setValue(1234)
-    w.prompt.setPlainText("my own prompt")
+    w.controls.k.setValue(7)
+    w.controls.temperature.setValue(0.3)
+    w.controls.seed.setValue(1234)
+    w.controls.prompt.setPlainText("my own prompt")
     return w
 
 
@@ -258,9 +258,9 @@ def test_the_controls_show_the_recording_read_only_then_the_users_again(
         if f.setting is not None and f.setting != "seed":
             assert CONTROLS.read_value(w.controls.widget(f)) == getattr(started.settings,
                                                                         f.setting), f.key
-    assert w.seed.value() == started.settings.seed
-    assert w.target_edit.text() == started.pair.target
-    assert "water cycle" in w.prompt.toPlainText()
+    assert w.controls.seed.value() == started.settings.seed
+    assert w.controls.target_edit.text() == started.pair.target
+    assert "water cycle" in w.controls.prompt.toPlainText()
     assert not w.controls.form_panel.isEnabled() and w.controls.recording_note.isVisibleTo(w)
     assert w.replay_toolbar.isVisibleTo(w)
     assert w.status_label.text().startswith("Replaying normal.jsonl: round ")
@@ -273,7 +273,7 @@ def test_the_controls_show_the_recording_read_only_then_the_users_again(
     assert not w.replay_toolbar.isVisibleTo(w)
     # Starting something live (a run, a race) reads the user's settings, never the recording's.
     open_normal(qtbot, w)
-    assert w.k.value() == started.settings.k
+    assert w.controls.k.value() == started.settings.k
     assert w.sampling().k == 7 and w.controls.values() == mine
     assert not w.replayer.loaded
 
@@ -282,12 +282,12 @@ def test_the_run_button_leaves_the_replay_and_runs_the_users_settings(
         qtbot, window: MainWindow) -> None:
     """Broken variant: the Run button is F5's action (it plays the replay, runs nothing)."""
     w = window
-    w.max_new.setValue(4)
+    w.controls.max_new.setValue(4)
     mine = w.controls.values()
     w.replayer.set_speed(ROUND_BY_ROUND)
     w.open_recording(str(NORMAL))
     qtbot.waitUntil(lambda: w.controls.showing_recording, timeout=WAIT_MS)
-    w.run_button.click()
+    w.controls.run_button.click()
     assert not w.replayer.loaded and w.controls.values() == mine
     qtbot.waitUntil(lambda: w.run_view.flush() or w.run_view.record.finished is not None,
                     timeout=WAIT_MS)

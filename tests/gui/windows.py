@@ -15,7 +15,7 @@ def tiny_window(qtbot: Any, settings_store: Any, pair: Any, cls: type | None = N
                                 autoload=False)
     qtbot.addWidget(w)
     w._set_preset(app.CUSTOM)
-    w.draft_edit.setText("tiny-draft")
-    w.target_edit.setText("tiny-target")
-    w.device.setCurrentText("cpu")
+    w.controls.draft_edit.setText("tiny-draft")
+    w.controls.target_edit.setText("tiny-target")
+    w.controls.device.setCurrentText("cpu")
     return w
