@@ -250,13 +250,11 @@ def _ask_path(parent: QWidget, title: str, name: str, filters: str) -> str:
     return path
 
 
-def _say(window: Any, message: str) -> None:
-    label = getattr(window, "status_label", None)
-    if label is not None:
-        label.setText(message)
+def _say(window: StageHost, message: str) -> None:
+    window.status_label.setText(message)
 
 
-def export_plot(window: Any, kind: str, suffix: str) -> str:
+def export_plot(window: StageHost, kind: str, suffix: str) -> str:
     """Ask for a path, then export the shown round's p/q panel ("pq-panel") or the acceptance
     plots ("acceptance") as PNG or SVG (gui/export.py); the path, or "" if none was made."""
     from . import export
@@ -283,7 +281,7 @@ def export_plot(window: Any, kind: str, suffix: str) -> str:
     return path
 
 
-def plot_menu(window: Any, kind: str, parent: QWidget) -> QMenu:
+def plot_menu(window: StageHost, kind: str, parent: QWidget) -> QMenu:
     """The right-click menu of the p/q panels or the acceptance plots."""
     menu = QMenu(parent)
     menu.addAction("Export as PNG…", lambda: export_plot(window, kind, "png"))
@@ -296,7 +294,7 @@ def popup(menu: QMenu, where: QPoint) -> None:
     menu.exec(where)
 
 
-def install_plot_menus(window: Any) -> dict[str, QWidget]:
+def install_plot_menus(window: StageHost) -> dict[str, QWidget]:
     """Right-click on the p/q panels or the acceptance plots: Export as PNG… / SVG….
 
     pyqtgraph's own ViewBox menus are off (setMenuEnabled(False)). A right click on a
@@ -313,23 +311,21 @@ def install_plot_menus(window: Any) -> dict[str, QWidget]:
     return targets
 
 
-def write_file(window: Any, path: str | Path, text: str) -> bool:
-    """Write ``text`` to ``path``; on failure one clear message in the window, and False
-    (whatever was on screen stays there: nothing is lost)."""
+def write_file(window: StageHost | RaceWindow, path: str | Path, text: str) -> bool:
+    """Write ``text`` to ``path``; on failure one clear message in the window (the main one,
+    or the race window), and False (whatever was on screen stays there: nothing is lost)."""
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         reason = exc.strerror or str(exc)
         name = Path(path).name
-        view = getattr(window, "run_view", None)
-        if view is not None:  # the file's name first: a long path is capped there
-            view.show_error(f"Could not write {name}: {reason}. Choose another place. "
-                            f"({path})", "error")
-        if getattr(window, "status_label", None) is not None:
-            _say(window, f"Could not write {path}: {reason}.")
-        else:  # the race window: its own status bar
+        if isinstance(window, RaceWindow):  # its own status bar
             window.statusBar().showMessage(f"Could not write {path}: {reason}. Choose another "
                                            "place.")
+        else:  # the file's name first: a long path is capped there
+            window.run_view.show_error(f"Could not write {name}: {reason}. Choose another "
+                                       f"place. ({path})", "error")
+            _say(window, f"Could not write {path}: {reason}.")
         return False
     return True
 
@@ -338,8 +334,8 @@ class ExportProgress(QObject):
     """The one GIF export at a time: its progress and Cancel in the status bar; closing the
     window cancels it (an event filter on the window: its own closeEvent stays as it is)."""
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
+    def __init__(self, window: StageHost) -> None:
+        super().__init__(window)  # type: ignore[arg-type] - a MainWindow
         self.window = window
         self.job: Any = None
         self.bar = QProgressBar()
@@ -404,9 +400,7 @@ class ExportProgress(QObject):
 
     def _on_failed(self, message: str) -> None:
         self._done()
-        view = getattr(self.window, "run_view", None)
-        if view is not None:
-            view.show_error(message, "error")
+        self.window.run_view.show_error(message, "error")
         _say(self.window, f"Export failed: {message}")
 
     def _on_cancelled(self) -> None:
@@ -419,7 +413,8 @@ class ExportProgress(QObject):
         return False
 
 
-def build_export_menu(window: Any, race_window: RaceWindow, progress: ExportProgress) -> QMenu:
+def build_export_menu(window: StageHost, race_window: RaceWindow,
+                      progress: ExportProgress) -> QMenu:
     """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs
     (one GIF at a time, through ``progress``)."""
     from . import export
@@ -531,12 +526,11 @@ def open_race_recording(window: StageHost, race_window: RaceWindow, path: str | 
 _REPLAY_NOTE = re.compile(r"(Replaying|Replayed) |.* is a race: it plays in the race window")
 
 
-def clear_replay_note(window: Any) -> None:
+def clear_replay_note(window: StageHost) -> None:
     """A live run began: a status line still speaking of a replay is stale (it stayed through
     later live runs); say what runs now instead."""
-    label = getattr(window, "status_label", None)
-    if label is not None and _REPLAY_NOTE.match(label.text()):
-        label.setText("Live run started.")
+    if _REPLAY_NOTE.match(window.status_label.text()):
+        window.status_label.setText("Live run started.")
 
 
 class Stage(QObject):
