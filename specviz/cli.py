@@ -34,7 +34,7 @@ from .core.models import (
 )
 from .core.options import OPTIONS, Option, describe_k
 from .core.race import Race, as_race
-from .core.run import PROMPT_LIMIT_CHARS, Request, check
+from .core.run import PROMPT_LIMIT_CHARS, Request, check, needs_draft_model
 from .core.run import run as run_request
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
@@ -328,7 +328,7 @@ class _Cli:
             return self.fail(str(exc), exc.kind)
         draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
         target = target or BUNDLED_TARGET
-        no_draft = args.baseline or args.drafter == "lookup"  # lookup needs no draft model
+        no_draft = not needs_draft_model(request)  # the target alone, or lookup (registry)
         if not no_draft:
             draft = draft or default_draft()
             if draft is None:

@@ -527,3 +527,23 @@ def test_prompt_from_a_file_or_standard_input(tiny_models: tuple[Path, Path], tm
     assert main([*args, "--prompt", "-"]) == 0
     second = json.loads(capsys.readouterr().out.splitlines()[0])
     assert first["prompt_ids"] == second["prompt_ids"] and len(first["prompt_ids"]) >= 60
+
+
+def test_a_drafter_without_a_draft_model_loads_none(tiny_models: tuple[Path, Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI asks the registry whether the drafter needs a draft model (lookup-tree does not),
+    not the name "lookup": seen failing on `args.drafter == "lookup"` (it loaded the draft)."""
+    from specviz import cli
+
+    loaded: list[object] = []
+    real = cli.load_pair
+
+    def spy(draft: Any, target: Any, *a: Any, **kw: Any) -> Any:
+        loaded.append(draft)
+        return real(draft, target, *a, **kw)
+
+    monkeypatch.setattr(cli, "load_pair", spy)
+    draft, target = map(str, tiny_models)
+    assert cli.main(["--draft", draft, "--target", target, "--drafter", "lookup-tree",
+                     "--max-new-tokens", "4", "--prompt", "the cat the cat"]) == 0
+    assert loaded == [None]
