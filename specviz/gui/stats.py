@@ -447,18 +447,6 @@ class SpeedView(QWidget):
         for label in (*self.names.values(), self.formula):
             label.setStyleSheet(f"color: {theme.muted}")
 
-    def _compact_height(self, tick: QFont) -> int:
-        """Presenting (the y axes keep their two ends): each row of plots its title, its x
-        axis and room for the two tick labels; no taller than at 1× (the round's panels need
-        the room: K = 8 on a 768-line screen)."""
-        line = QFontMetricsF(tick).lineSpacing()
-        need = 0.0
-        for row in ((self.rate_plot, self.k_plot),
-                    (self.hist_plot, self.pos_plot, self.drafter_plot)):
-            need += max(plot.layout.rowMinimumHeight(0) + plot.getAxis("bottom").height()
-                         for plot in row) + 2.6 * line
-        return min(ACCEPTANCE_MIN_HEIGHT, math.ceil(need) + 24)  # the layout's margins
-
     def set_compact(self, on: bool) -> None:
         """Presentation mode: the formula line goes (it stays in the numbers' tooltips)."""
         self.compact = on
