@@ -74,36 +74,35 @@ def describe_step(step_s: float) -> str:
 
 def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: int = 32,
                         clock: Callable[[], float] = time.perf_counter,
-                        budget_s: float = 1.0) -> float:
+                        budget_s: float = 1.0, target: Any = None) -> float:
     """Seconds of one target step (median of ``passes`` after ``warmup``), as the baseline does it.
 
-    A ``context``-token prefix is cached first; each step then feeds one token, keeps one row
-    of logits and turns it into probabilities, as the autoregressive decoder does per token.
+    The step runs on the engine's own target path (``parts.Factory().target``: FastLlama where
+    it serves the target, as the target alone and the verifying target run), so a speedup
+    against it divides like for like; ``target`` gives another runner (tests). A
+    ``context``-token prefix is cached first; each step then feeds one token, keeps one row of
+    logits and turns it into probabilities, as the autoregressive decoder does per token.
     Timed passes stop early once they took ``budget_s`` (at least one is always timed), so a
     large model or a busy machine does not hold the load up for long.
     """
     import torch
-    from transformers import DynamicCache
 
-    from .models import cached_forward, model_device
+    from .parts import Factory
 
-    model = pair.target
-    device = model_device(model)
+    runner = target if target is not None else Factory().target(pair)
     vocab = int(pair.vocab_size)
-    ids = torch.arange(context, dtype=torch.long, device=device).remainder(vocab)[None]  # (1, T)
     times: list[float] = []
     with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
-        out, cache = cached_forward(model, cache, input_ids=ids, logits_to_keep=1)
-        token = out.logits[0, -1, :vocab].argmax().view(1, 1)  # (1, 1)
+        logits = runner.feed([i % vocab for i in range(context)], keep=1)  # (1, V)
+        token = int(logits[-1].argmax())
         for i in range(warmup + passes):
             if i > warmup and sum(times[warmup:]) >= budget_s:
                 break
             t0 = clock()
-            out, cache = cached_forward(model, cache, input_ids=token, logits_to_keep=1)
-            probs = torch.softmax(out.logits[0, -1, :vocab].float(), dim=-1).cpu()  # (V,)
+            logits = runner.feed([token], keep=1)
+            probs = torch.softmax(logits[-1].float(), dim=-1).cpu()  # (V,)
             times.append(clock() - t0)
-            token = probs.argmax().view(1, 1).to(device)
+            token = int(probs.argmax())
     return float(statistics.median(times[warmup:]))
 
 

@@ -97,6 +97,7 @@ class ScriptedClock:
 
 def test_measure_target_step_is_the_median_single_token_cached_pass(
         tiny_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")  # the target on the forward spied below
     model = tiny_pair.target
     inner = model.forward
     clock = ScriptedClock([0.0, 9.0, 9.0, 0.003, 0.001, 0.002, 0.005, 0.004])
@@ -119,8 +120,27 @@ def test_measure_target_step_is_the_median_single_token_cached_pass(
     assert cached == [0, 8, 9, 10, 11, 12, 13, 14]  # each step reuses the cache
 
 
+def test_the_step_runs_on_the_engines_target_path(tiny_pair: ModelPair,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The measured step is the target alone's: where FastLlama serves the target (the CPU
+    default), the step never calls transformers' forward. Seen failing on the old
+    measure_target_step (cached_forward on the model: a step ~1.4x slower than the runs it
+    was divided into, so 'measured speedup vs the step' read ~1.4x high)."""
+    from specviz.core.fast_llama import serves_target
+
+    monkeypatch.delenv("SPECVIZ_STOCK_TARGET", raising=False)
+    assert serves_target(tiny_pair.target)
+
+    def never(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("transformers' forward timed, not the engine's target path")
+
+    monkeypatch.setattr(tiny_pair.target, "forward", never)
+    assert measure_target_step(tiny_pair, passes=2, warmup=1, context=8) > 0
+
+
 def test_measure_target_step_stops_at_its_budget(
         tiny_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")  # the target on the forward spied below
     clock = ScriptedClock([0.0, 9.0, 0.6, 0.5, 0.4, 0.1, 0.1])
     inner = tiny_pair.target.forward
 
@@ -145,6 +165,23 @@ def test_measure_target_step_on_a_real_clock(tiny_pair: ModelPair) -> None:
 # Each test above, run against a broken copy of what it checks, must fail.
 SPEED = sys.modules["specviz.core.speed"]
 RECORD = sys.modules["specviz.core.record"]
+def _patched() -> pytest.MonkeyPatch:
+    """A MonkeyPatch undone at the end of the test that runs the mutant (its env vars too)."""
+    mp = pytest.MonkeyPatch()
+    _UNDO.append(mp)
+    return mp
+
+
+_UNDO: list[pytest.MonkeyPatch] = []
+
+
+@pytest.fixture(autouse=True)
+def _undo_patches() -> Any:
+    yield
+    while _UNDO:
+        _UNDO.pop().undo()
+
+
 MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
     "E without the α^(K+1) term": (
         test_expected_tokens_per_round, SPEED, "expected_tokens_per_round",
@@ -167,10 +204,10 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
         [("if baseline_tokens_per_s:", "if False:")]),
     "warm-up passes timed too, mean not median": (
         lambda: test_measure_target_step_is_the_median_single_token_cached_pass(
-            _tiny(), pytest.MonkeyPatch()), SPEED, "measure_target_step",
+            _tiny(), _patched()), SPEED, "measure_target_step",
         [("statistics.median(times[warmup:])", "statistics.mean(times)")]),
     "no budget: every pass, however slow": (
-        lambda: test_measure_target_step_stops_at_its_budget(_tiny(), pytest.MonkeyPatch()),
+        lambda: test_measure_target_step_stops_at_its_budget(_tiny(), _patched()),
         SPEED, "measure_target_step",
         [("if i > warmup and sum(times[warmup:]) >= budget_s:", "if False:")]),
     "a step of nothing": (
@@ -178,9 +215,9 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
         [("return float(statistics.median(times[warmup:]))", "return 0.0")]),
     "no cache: the whole sequence every step": (
         lambda: test_measure_target_step_is_the_median_single_token_cached_pass(
-            _tiny(), pytest.MonkeyPatch()), SPEED, "measure_target_step",
-        [("out, cache = cached_forward(model, cache, input_ids=token,",
-          "out, cache = cached_forward(model, None, input_ids=torch.cat([ids, token], 1),")]),
+            _tiny(), _patched()), SPEED, "measure_target_step",
+        [("logits = runner.feed([token], keep=1)",
+          "logits = runner.feed([i % vocab for i in range(context)] + [token], keep=1)")]),
 }
 
 
