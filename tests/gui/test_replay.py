@@ -376,6 +376,13 @@ def test_a_replay_opened_mid_run_holds_none_of_its_events(qtbot, window, endless
             gate.wait(30)
         return real(*args, **kwargs)
 
+    with qtbot.waitSignal(window.controller.loaded, timeout=30000):
+        window.load_pair()  # loaded and its step timed before the forward is counted
+    # Fixed K: one target pass per round, none timed by a cost calibration; and the target
+    # on transformers' forward, the one spied (FastLlama, the CPU's target path, calls the
+    # layers itself).
+    window.controls.k_policy.setCurrentText("fixed")
+    monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")
     monkeypatch.setattr(endless_pair.target, "forward", forward)
     window.run()
     qtbot.waitUntil(entered.is_set, timeout=30000)
