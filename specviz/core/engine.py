@@ -245,17 +245,26 @@ def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
     token, ~105 ms for 5, ~220 ms for 11): the cost policy needs it before it may size a long
     lookup draft. Each width is one extra pass, cropped away; ~1 s once per pair.
     """
-    from . import calibration
-
     known = _VERIFY_COSTS.get(target.model)
     if known is None:
-        key, parts = calibration_key(target)
-        known = calibration.load(key, CALIBRATION_WIDTHS)
-        if known is None:
-            known = measure_costs(target, token)
-            calibration.save(key, known, parts)
+        known = _kept_or_measured(target, token)[0]
         _VERIFY_COSTS[target.model] = known
     return known
+
+
+def _kept_or_measured(target: CachedModel, token: int
+                      ) -> tuple[dict[int, float], str, dict[str, Any], bool]:
+    """(costs, store key, key parts, whether they were kept): the figures an earlier launch
+    kept for this machine, device and target, else timed now and kept."""
+    from . import calibration
+
+    key, parts = calibration_key(target)
+    kept = calibration.load(key, CALIBRATION_WIDTHS)
+    if kept is not None:
+        return kept, key, parts, True
+    measured = measure_costs(target, token)
+    calibration.save(key, measured, parts)
+    return measured, key, parts, False
 
 
 def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
@@ -296,13 +305,10 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict
         return known
     with torch.inference_mode():
         target, token = _primed(pair, context)
-        key, parts = calibration_key(target)
-        kept = calibration.load(key, CALIBRATION_WIDTHS)
-        if kept is None:
-            known = measure_costs(target, token)
-            calibration.save(key, known, parts)
-            _VERIFY_COSTS[pair.target] = known
-            return known
+        kept, key, parts, was_kept = _kept_or_measured(target, token)
+        if not was_kept:  # just timed: nothing to re-measure
+            _VERIFY_COSTS[pair.target] = kept
+            return kept
         if refresh and target.fast is not None and target.fast.graphs:
             # On graphs a sweep takes milliseconds, and a capture beside another thread's
             # kernels would fail: re-measured here, not behind.
