@@ -101,6 +101,24 @@ class LineupJob:
     prompt: str
 
 
+def _pick_recording(parent: QWidget, title: str) -> str:
+    """A recording's path from the file dialog ("" when cancelled)."""
+    path, _ = QFileDialog.getOpenFileName(parent, title, "",
+                                          "Recordings (*.jsonl *.json);;All files (*)")
+    return path
+
+
+def _read_or_say(path: str, status: QLabel) -> list[Event] | None:
+    """The recording's events, or None with why in ``status`` (one line, nothing raised)."""
+    from specviz.core.recording import RecordingError, read_recording
+
+    try:
+        return list(read_recording(path))
+    except RecordingError as exc:
+        status.setText(f"{Path(path).name}: {exc}")
+        return None
+
+
 class ExploreWorker(QObject):
     """Loads the pair once, then runs sweeps and lineups; lives on its own QThread."""
 
@@ -561,19 +579,14 @@ class LinePanel(QWidget):
         self.replay()
 
     def _on_open_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a lineup or race recording", "",
-                                              "Recordings (*.jsonl *.json);;All files (*)")
+        path = _pick_recording(self, "Open a lineup or race recording")
         if path:
             self.open_recording(path)
 
     def open_recording(self, path: str) -> bool:
         """Show a saved lineup (or race); a file that is none says why in the status line."""
-        from specviz.core.recording import RecordingError, read_recording
-
-        try:
-            events = read_recording(path)
-        except RecordingError as exc:
-            self.status.setText(f"{Path(path).name}: {exc}")
+        events = _read_or_say(path, self.status)
+        if events is None:
             return False
         lineup = as_lineup(events)
         if lineup is None or not lineup.complete:
@@ -708,18 +721,13 @@ class DiagnosePanel(QWidget):
         self.tokens.currentCellChanged.connect(self._on_tokens_current_cell_changed)
 
     def _on_open_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a recording", "",
-                                              "Recordings (*.jsonl *.json);;All files (*)")
+        path = _pick_recording(self, "Open a recording")
         if path:
             self.open_recording(path)
 
     def open_recording(self, path: str) -> bool:
-        from specviz.core.recording import RecordingError, read_recording
-
-        try:
-            events = read_recording(path)
-        except RecordingError as exc:
-            self.status.setText(f"{Path(path).name}: {exc}")
+        events = _read_or_say(path, self.status)
+        if events is None:
             return False
         self.show_events(events, Path(path).name)
         return True
