@@ -190,10 +190,10 @@ class RunRecord:
             stats.expected_speedup = stats.paper_speedup = stats.measured_speedup = 1.0
             stats.measured_against = "this is the target alone"
             return stats
-        verify = sum(r.verify_time_s for r in self.rounds)
-        draft = sum(r.draft_time_s for r in self.rounds)
-        c, v = pass_costs(draft, last.draft_calls, verify, last.target_calls,
-                          target_step_s or 0.0)
+        # The tally's running totals (added in round order, as a sum here would): a redraw
+        # no longer walks every round.
+        c, v = pass_costs(self.tally.draft_time_s, last.draft_calls, self.tally.verify_time_s,
+                          last.target_calls, target_step_s or 0.0)
         stats.alpha = self.alpha
         # The K the rounds used: under the heuristic and cost policies it is not the setting.
         k = self.k if self.started is None or self.started.settings.k_policy == "fixed" \

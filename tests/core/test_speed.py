@@ -198,7 +198,8 @@ MUTANTS: dict[str, tuple[Any, Any, str, list[tuple[str, str]]]] = {
     "the old estimate: one verify pass per token": (
         test_run_speed_without_a_reference_shows_no_speedup, RECORD, "RunRecord",
         [('stats.measured_against = "nothing measured to compare with: run a race"',
-          "stats.measured_speedup = n * (verify / last.target_calls) / elapsed")]),
+          "stats.measured_speedup = n * (self.tally.verify_time_s / last.target_calls)"
+          " / elapsed")]),
     "baseline ignored in a race": (
         test_run_speed_against_a_race_baseline, RECORD, "RunRecord",
         [("if baseline_tokens_per_s:", "if False:")]),
