@@ -32,7 +32,7 @@ from .core.models import (
     load_pair,
     locate,
 )
-from .core.options import OPTIONS, Option, describe_k
+from .core.options import OPTIONS, Option, k_text
 from .core.race import Race, as_race
 from .core.run import PROMPT_LIMIT_CHARS, Request, check, needs_draft_model
 from .core.run import run as run_request
@@ -161,7 +161,7 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
                    if event.pair.draft and event.mode == "speculative"
                    else f"{event.pair.target} alone")
             st = event.settings
-            how = (f", drafter={st.drafter}, {describe_k(st.k_policy, st.k)}"
+            how = (f", drafter={st.drafter}, {k_text(st)}"
                    if event.mode == "speculative" else "")
             scale = event.pair.draft_temperature_scale
             scaled = f" (q at T×{scale:g})" if scale != 1.0 and st.temperature else ""

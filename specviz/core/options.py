@@ -16,7 +16,7 @@ Torch-free (the window imports it before torch loads).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -237,18 +237,22 @@ def setting_names() -> tuple[str, ...]:
     return tuple(f.name for f in fields(Settings))
 
 
-def describe_k(policy: str, k: int, ks: Mapping[int, int] | None = None) -> str:
-    """How K was chosen, for headers: "K 4" under a fixed K, "K policy cost (K 0–16 used)"
-    otherwise. ``ks`` (rounds by K, from a run's summary) gives the range actually used."""
+def k_text(settings: object, ks: Sequence[int] = ()) -> str:
+    """How K was chosen, as every header says it (the CLI's, the window's, the race's, the
+    exports'): "K = 4" when fixed; else the policy and the K range its rounds used (``ks``:
+    each round's K), "K by the cost policy (K 0–16 used)", never the starting K alone (the
+    policy varied it)."""
+    policy = getattr(settings, "k_policy", "fixed")
+    k = getattr(settings, "k", 0)
     if policy == "fixed":
-        return f"K {k}"
-    used = sorted(n for n, count in (ks or {}).items() if count)
-    if not used:
-        return f"K policy {policy}" + (f" (from K {k})" if policy == "heuristic" else "")
-    span = f"K {used[0]}" if used[0] == used[-1] else f"K {used[0]}–{used[-1]}"
-    return f"K policy {policy} ({span} used)"
+        return f"K\u00a0=\u00a0{k}"
+    if not ks:
+        return f"K by the {policy} policy"
+    low, high = min(ks), max(ks)
+    used = f"K\u00a0{low}" if low == high else f"K\u00a0{low}–{high}"
+    return f"K by the {policy} policy ({used} used)"
 
 
 __all__ = ["APP_PROFILE", "BY_NAME", "DEFAULTS", "K_LIMIT", "NGRAM_LIMIT", "OPTIONS", "Option",
-           "PROFILES", "RECORDED", "SEED_LIMIT", "TEMPERATURE_MIN", "TOP_N_LIMIT", "describe_k",
+           "PROFILES", "RECORDED", "SEED_LIMIT", "TEMPERATURE_MIN", "TOP_N_LIMIT", "k_text",
            "parse_assignment", "profile", "settings", "validate"]

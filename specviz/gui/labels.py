@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
+
+from specviz.core.options import k_text as k_text  # re-exported: the views' headers
 
 TOOLTIP_CHARS = 2000
 _LONG_WORD = re.compile(r"\S{40,}")
@@ -62,16 +63,3 @@ class ElidedLabel(QLabel):
         painter.end()  # now, not when the frame is freed (a profiler may hold it)
 
 
-def k_text(settings: object, ks: Sequence[int] = ()) -> str:
-    """How K was chosen, as a header says it: "K = 4" when fixed; else the policy and the K
-    range its rounds used (``ks``: each round's K), "K by the cost policy (K 0–16 used)",
-    never the starting K alone (the policy varied it)."""
-    policy = getattr(settings, "k_policy", "fixed")
-    k = getattr(settings, "k", 0)
-    if policy == "fixed":
-        return f"K\u00a0=\u00a0{k}"
-    if not ks:
-        return f"K by the {policy} policy"
-    low, high = min(ks), max(ks)
-    used = f"K\u00a0{low}" if low == high else f"K\u00a0{low}–{high}"
-    return f"K by the {policy} policy ({used} used)"
