@@ -36,8 +36,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specviz.core.errors import InputError
 from specviz.core.events import Event, RunFailed, RunFinished, Settings, to_json
 from specviz.core.race import as_race
+from specviz.core.run import Request, check
 
 from .race_view import RaceView
 from .themes import Theme, apply_palette
@@ -178,19 +180,18 @@ class RaceRunner(QObject):
         w = self.window
         spec, settings = w.pair_spec(), w.sampling()
         prompt = w.controls.prompt.toPlainText()
-        problem = ("Choose a target model (p) first." if not spec.target else
-                   "A race needs a draft model (q), or the lookup drafter, and a target (p)."
-                   if spec.draft is None and settings.drafter != "lookup" else
-                   "The prompt is empty: type a prompt, then press Run."
-                   if not prompt.strip() else "")
-        if problem:
-            self.failed.emit(RunFailed(problem, "input"))
+        chat = w.controls.chat.isChecked()
+        try:  # the checks every run passes (core/run.py), as Run's
+            check(Request(prompt, settings, "race", chat),
+                  has_draft=spec.draft is not None, has_target=bool(spec.target),
+                  allow_empty=False)
+        except InputError as exc:
+            self.failed.emit(RunFailed(str(exc), exc.kind))
             return
         if settings.seed is None:  # both runs draw from one seed
             from dataclasses import replace
 
             settings = replace(settings, seed=int.from_bytes(os.urandom(4), "little"))
-        chat = w.controls.chat.isChecked()
         # One spec for both runs (a lookup race too): the second never reloads the pair.
         self.request = (spec, settings, prompt, chat)
         w.save_settings()  # as Run does
