@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import types
 from typing import Any
 
 
@@ -35,3 +36,32 @@ def mutant(obj: Any, *edits: tuple[str, str]) -> Any:
     namespace = dict(vars(sys.modules[obj.__module__]))
     exec(compile(source, inspect.getsourcefile(obj) or "<mutant>", "exec"), namespace)  # noqa: S102
     return namespace[obj.__name__]
+
+
+def with_globals(fn: Any, **names: Any) -> Any:
+    """A copy of function ``fn`` that reads ``names`` in place of its module's globals of those
+    names: a caller of a broken part, built without patching the module (which stays as it is).
+
+    Each name must be one ``fn`` reads, so a refactor that stops reading it fails loudly here.
+    """
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"{fn!r} is not a plain function")
+    unread = set(names) - _names_read(fn.__code__)
+    if unread:
+        raise MutationSiteError(f"{fn.__qualname__} reads no global {sorted(unread)}: "
+                                "update the test")
+    copy = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__doc__ = fn.__doc__
+    return copy
+
+
+def _names_read(code: types.CodeType) -> set[str]:
+    """The global (and attribute) names ``code`` and the code nested in it refer to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names

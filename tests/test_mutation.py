@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import mutation
-from tests.mutation import MutationSiteError, mutant
+from tests.mutation import MutationSiteError, mutant, with_globals
 
 
 def halve(x: int) -> int:
@@ -43,3 +43,18 @@ def test_an_assert_based_refusal_would_be_swallowed() -> None:
         "        if count != 1:\n            raise AssertionError("))
     with pytest.raises(AssertionError):
         broken(halve, ("x // 5", "x"))  # vacuous: nothing was mutated
+
+
+def quarter(x: int) -> int:
+    return halve(halve(x))
+
+
+def test_with_globals_rebinds_a_copy_and_leaves_the_module_alone() -> None:
+    third = mutant(halve, ("x // 2", "x // 3"))
+    assert with_globals(quarter, halve=third)(27) == 3
+    assert quarter(27) == 6 and globals()["halve"] is halve
+
+
+def test_with_globals_refuses_a_name_the_function_does_not_read() -> None:
+    with pytest.raises(MutationSiteError):
+        with_globals(quarter, third=halve)

@@ -10,7 +10,7 @@ import pytest
 from specviz.core.diagnose import diagnose, to_markdown
 from specviz.core.events import Round
 from tests.gui.scripted import baseline_events, speculative_events
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 
 def two_runs() -> list:
@@ -68,6 +68,8 @@ MUTANTS = {
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     test, attr, edits = MUTANTS[name]
-    monkeypatch.setattr(DIAGNOSE, attr, mutant(getattr(DIAGNOSE, attr), *edits))
+    # The tests call diagnose: a copy of it that reads the broken part, here only.
+    broken = with_globals(diagnose, **{attr: mutant(getattr(DIAGNOSE, attr), *edits)})
+    monkeypatch.setitem(globals(), "diagnose", broken)
     with pytest.raises(AssertionError):
         test()

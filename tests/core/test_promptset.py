@@ -24,7 +24,7 @@ from specviz.core.promptset import (
     to_text,
 )
 from specviz.core.sweep import Measured
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 
 def specbench_like(tmp_path: Path) -> Path:
@@ -141,6 +141,13 @@ MUTANTS = {
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     test, attr, edits = MUTANTS[name]
-    monkeypatch.setattr(PROMPTSET, attr, mutant(getattr(PROMPTSET, attr), *edits))
+    broken = mutant(getattr(PROMPTSET, attr), *edits)
+    # The tests call table and read_prompts: copies of them that read the broken part.
+    if attr == "_row":
+        monkeypatch.setitem(globals(), "table", with_globals(table, _row=broken))
+    else:
+        parse = with_globals(PROMPTSET.parse_prompts, _jsonl_item=broken)
+        monkeypatch.setitem(globals(), "read_prompts",
+                            with_globals(read_prompts, parse_prompts=parse))
     with pytest.raises(AssertionError):
         test()
