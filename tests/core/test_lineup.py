@@ -14,7 +14,7 @@ from specviz.core.models import ModelPair
 from specviz.core.race import as_race
 from specviz.core.recording import read_lines
 from tests.gui.scripted import baseline_events, speculative_events
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 GREEDY = Settings(k=2, temperature=0.0, max_new_tokens=10, seed=3)
 
@@ -166,8 +166,14 @@ def _tiny() -> ModelPair:
 def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     test, attr, edits = MUTANTS[name]
     broken = mutant(getattr(LINEUP, attr), *edits)
-    monkeypatch.setattr(LINEUP, attr, broken)
+    # The names the tests call, as copies that read the broken part (core stays as is).
     if attr == "run_lineup":
         monkeypatch.setitem(globals(), attr, broken)
+    elif attr == "Lineup":
+        monkeypatch.setitem(globals(), "as_lineup", with_globals(as_lineup, Lineup=broken))
+    else:  # Side, built by split_runs
+        split = with_globals(split_runs, Side=broken)
+        monkeypatch.setitem(globals(), "split_runs", split)
+        monkeypatch.setitem(globals(), "as_lineup", with_globals(as_lineup, split_runs=split))
     with pytest.raises(AssertionError):
         test()

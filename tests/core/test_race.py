@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,7 @@ from specviz.core.events import Round, RunFinished, RunStarted, from_json, to_js
 from specviz.core.models import ModelPair
 from specviz.core.race import as_race, race_so_far, run_race, split_runs
 from tests.gui.scripted import baseline_events, speculative_events
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 from tests.plain import plain
 
 GREEDY = plain(k=3, temperature=0.0, max_new_tokens=12, seed=3)
@@ -150,13 +152,29 @@ def _tiny() -> ModelPair:
     return tiny_pair(sharpness=8.0)
 
 
+def callers(attr: str, broken: Any) -> dict[str, Any]:
+    """The names the tests call, as copies that read the broken ``attr`` (core stays as is)."""
+    if attr == "run_lineup":  # run_race reads it through the lineup module
+        return {"run_race": with_globals(run_race, _lineup=SimpleNamespace(run_lineup=broken))}
+    if attr == "Side":  # built by split_runs
+        return {"as_race": with_globals(as_race, split_runs=with_globals(split_runs, Side=broken))}
+    if attr == "Race":
+        return {"as_race": with_globals(as_race, Race=broken)}
+    if attr == "SHARED_SETTINGS":  # read by same_race
+        same = with_globals(RACE.same_race, SHARED_SETTINGS=broken)
+        return {"as_race": with_globals(as_race, same_race=same),
+                "race_so_far": with_globals(race_so_far, same_race=same)}
+    assert attr == "split_runs"
+    return {"split_runs": broken, "as_race": with_globals(as_race, split_runs=broken),
+            "race_so_far": with_globals(race_so_far, split_runs=broken)}
+
+
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_each_test_rejects_its_broken_variant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     test, module, attr, edits = MUTANTS[name]
     broken = ("temperature", "top_k", "top_p", "max_new_tokens") if edits is None else \
         mutant(getattr(module, attr), *edits)
-    monkeypatch.setattr(module, attr, broken)
-    if attr in ("run_race", "split_runs"):
-        monkeypatch.setitem(globals(), attr, broken)
+    for caller, copy in callers(attr, broken).items():
+        monkeypatch.setitem(globals(), caller, copy)
     with pytest.raises(AssertionError):
         test()
