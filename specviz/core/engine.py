@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -224,19 +224,28 @@ def measure_costs(target: CachedModel, token: int) -> dict[int, float]:
     return best
 
 
-def calibration_key(target: CachedModel) -> tuple[str, dict[str, Any]]:
+# (target, last token) -> seconds of a target pass per width, timed now (measure_costs)
+MeasureCosts = Callable[[CachedModel, int], dict[int, float]]
+# () -> what names this machine in the store's key (None: calibration.machine_parts)
+MachineParts = Callable[[], dict[str, Any]]
+
+
+def calibration_key(target: CachedModel, machine: MachineParts | None = None
+                    ) -> tuple[str, dict[str, Any]]:
     """The store's key for ``target``'s passes here: machine, device, model and its path."""
     from . import calibration
 
     fast = target.fast
     path = "transformers" if fast is None else "fast graphs" if fast.graphs else \
         "fast fixed" if fast.fixed else "fast sliced"
-    parts = {**calibration.machine_parts(), **calibration.device_parts(target.device),
+    here = (machine or calibration.machine_parts)()
+    parts = {**here, **calibration.device_parts(target.device),
              **calibration.model_parts(target.model, path), "widths": list(CALIBRATION_WIDTHS)}
     return calibration.fingerprint(parts), parts
 
 
-def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
+def verify_costs(target: CachedModel, token: int, measure: MeasureCosts = measure_costs
+                 ) -> dict[int, float]:
     """Seconds of a target pass per width: remembered per target model in this process, else
     kept from an earlier launch on this machine and device (core/calibration.py), else timed
     now and kept.
@@ -247,22 +256,23 @@ def verify_costs(target: CachedModel, token: int) -> dict[int, float]:
     """
     known = _VERIFY_COSTS.get(target.model)
     if known is None:
-        known = _kept_or_measured(target, token)[0]
+        known = _kept_or_measured(target, token, measure)[0]
         _VERIFY_COSTS[target.model] = known
     return known
 
 
-def _kept_or_measured(target: CachedModel, token: int
+def _kept_or_measured(target: CachedModel, token: int, measure: MeasureCosts,
+                      machine: MachineParts | None = None
                       ) -> tuple[dict[int, float], str, dict[str, Any], bool]:
     """(costs, store key, key parts, whether they were kept): the figures an earlier launch
-    kept for this machine, device and target, else timed now and kept."""
+    kept for this machine, device and target, else timed now by ``measure`` and kept."""
     from . import calibration
 
-    key, parts = calibration_key(target)
+    key, parts = calibration_key(target, machine)
     kept = calibration.load(key, CALIBRATION_WIDTHS)
     if kept is not None:
         return kept, key, parts, True
-    measured = measure_costs(target, token)
+    measured = measure(target, token)
     calibration.save(key, measured, parts)
     return measured, key, parts, False
 
@@ -286,7 +296,9 @@ def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
     return target, ids[-1]
 
 
-def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict[int, float]:
+def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False, *,
+              measure: MeasureCosts = measure_costs, machine: MachineParts | None = None
+              ) -> dict[int, float]:
     """:func:`verify_costs` for ``pair``'s target now, after a ``context``-token prefix, so
     that the first run with the cost policy does not pay for it inside its own clock (the app
     calls this while loading; a race's first speculative run lost ~1 s to it otherwise).
@@ -296,7 +308,8 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict
     app, after loading: not a one-off run, whose passes a second thread would slow) a thread
     then times the passes again and blends the result into the kept figures and this
     process's (:func:`calibration.blend`: bounded, so a busy moment cannot wreck them). Join
-    it with :func:`wait_for_refresh`.
+    it with :func:`wait_for_refresh`. ``measure`` times the passes and ``machine`` names this
+    machine in the store's key (the real ones by default; the tests pass a fixed curve).
     """
     from . import calibration
 
@@ -305,14 +318,14 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict
         return known
     with torch.inference_mode():
         target, token = _primed(pair, context)
-        kept, key, parts, was_kept = _kept_or_measured(target, token)
+        kept, key, parts, was_kept = _kept_or_measured(target, token, measure, machine)
         if not was_kept:  # just timed: nothing to re-measure
             _VERIFY_COSTS[pair.target] = kept
             return kept
         if refresh and target.fast is not None and target.fast.graphs:
             # On graphs a sweep takes milliseconds, and a capture beside another thread's
             # kernels would fail: re-measured here, not behind.
-            kept = calibration.blend(kept, measure_costs(target, token))
+            kept = calibration.blend(kept, measure(target, token))
             calibration.save(key, kept, parts)
             refresh = False
     _VERIFY_COSTS[pair.target] = kept
@@ -323,7 +336,7 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False) -> dict
             try:
                 with torch.inference_mode():
                     again, tok = _primed(pair, context)
-                    blended = calibration.blend(kept, measure_costs(again, tok))
+                    blended = calibration.blend(kept, measure(again, tok))
                 calibration.save(key, blended, parts)
                 _VERIFY_COSTS[model] = blended
             except Exception:  # noqa: BLE001, S110 - the kept figures stand; nothing to tell
