@@ -13,37 +13,42 @@ import pytest
 from specviz.core import events as ev
 from specviz.core import recording
 from specviz.core.recording import RecordingReader, _Invalid
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 NORMAL = Path(__file__).resolve().parents[2] / "assets" / "recordings" / "normal.jsonl"
 PLAIN = (int, float, str)
 
 
-def item_checks(monkeypatch, value_fn) -> tuple[int, int]:
-    """(events, item-by-item checks of plain list items) reading normal.jsonl with ``value_fn``."""
+def item_checks(value_fn) -> tuple[int, int]:
+    """(events, item-by-item checks of plain list items) reading normal.jsonl with ``value_fn``.
+
+    The reader runs copies of its steps that call ``value_fn`` through a counter (its own
+    recursion included); core/recording.py is left as it is."""
     calls = [0]
 
     def counting(hint, value, where, key):
         if hint in PLAIN and where.endswith("]"):
             calls[0] += 1
-        return value_fn(hint, value, where, key)
+        return checked(hint, value, where, key)
 
-    monkeypatch.setattr(recording, "_value", counting)
-    if value_fn.__globals__ is not vars(recording):  # a mutant recurses through its own copy
-        monkeypatch.setitem(value_fn.__globals__, "_value", counting)
-    events = RecordingReader().feed(NORMAL.read_bytes())
+    build = with_globals(recording._build, _value=counting)
+    checked = with_globals(value_fn, _value=counting, _build=build)
+
+    class Counted(RecordingReader):
+        _event = with_globals(RecordingReader._event, _build=build)
+
+    events = Counted().feed(NORMAL.read_bytes())
     return len(events), calls[0]
 
 
 SLOW = mutant(recording._value, ("fast = _plain_items(item, value, key)", "fast = None"))
 
 
-def test_plain_lists_are_checked_in_one_pass(monkeypatch) -> None:
+def test_plain_lists_are_checked_in_one_pass() -> None:
     """Top-N ids, probs and texts (most of a recording) get no per-item call and message."""
-    real = recording._value
-    n, checks = item_checks(monkeypatch, real)
+    n, checks = item_checks(recording._value)
     assert n > 10 and checks == 0
-    n_slow, slow_checks = item_checks(monkeypatch, SLOW)  # broken: item by item, as before
+    n_slow, slow_checks = item_checks(SLOW)  # broken: item by item, as before
     assert n_slow == n and slow_checks > 50 * n
 
 
@@ -78,8 +83,8 @@ def test_a_broken_fast_path_is_caught() -> None:
     broken_plain = mutant(recording._plain_items,
                           ("all(low <= v <= high and math.isfinite(v) for v in out)",
                            "all(math.isnan(v) or low <= v <= high for v in out)"))
-    broken = mutant(recording._value, ("fast = _plain_items(", "fast = broken_plain("))
-    broken.__globals__["broken_plain"] = broken_plain
+    calls_broken = mutant(recording._value, ("fast = _plain_items(", "fast = broken_plain("))
+    broken = with_globals(calls_broken, broken_plain=broken_plain)
     hint, key = tuple[float, ...], (ev.TopN, "probs")
     value = [0.5, math.nan]
     assert outcome(broken, hint, value, key)[0] == "ok"
