@@ -58,6 +58,11 @@ def with_globals(fn: Any, **names: Any) -> Any:
     return copy
 
 
+def reads(fn: Any, name: str) -> bool:
+    """Whether function ``fn`` refers to the global ``name``."""
+    return name in _names_read(fn.__code__)
+
+
 def _names_read(code: types.CodeType) -> set[str]:
     """The global (and attribute) names ``code`` and the code nested in it refer to."""
     names = set(code.co_names)

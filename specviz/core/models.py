@@ -6,7 +6,7 @@ import importlib.util
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -413,10 +413,12 @@ def availability(name: str) -> Availability:
     return "cached" if cached_snapshot(spec) is not None else "download"
 
 
-def preset_availability() -> dict[str, Availability]:
-    """Each preset's availability: the worse of its draft's and its target's."""
+def preset_availability(presets: Mapping[str, tuple[str, str]] = PRESETS
+                        ) -> dict[str, Availability]:
+    """Each preset's availability (of ``presets``: name -> (draft, target), by default the
+    app's): the worse of its draft's and its target's."""
     result: dict[str, Availability] = {}
-    for preset, (draft, target) in PRESETS.items():
+    for preset, (draft, target) in presets.items():
         both = (availability(draft), availability(target))
         result[preset] = max(both, key=_AVAILABILITY_ORDER.index)
     return result

@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -24,6 +26,7 @@ from specviz.core.models import (
     load_pair,
     preset_availability,
 )
+from tests.mutation import mutant, reads, with_globals
 from tests.plain import plain
 from tests.tiny import byte_tokenizer, tiny_llama, word_tokenizer
 
@@ -208,20 +211,17 @@ def test_empty_and_absurd_names_are_one_short_message() -> None:
     assert len(str(err.value)) < 300
 
 
-def test_preset_availability_is_the_worse_of_the_two(hub_cache: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preset_availability_is_the_worse_of_the_two(hub_cache: Path, tmp_path: Path) -> None:
     model = save_tiny(tmp_path / "m", word_tokenizer(), 1)
     fake_hub_cache(hub_cache, "org/cached", files_from=model)
-    monkeypatch.setattr(models, "PRESETS", {
+    assert preset_availability({
         "offline": (models.BUNDLED_DRAFT, models.BUNDLED_DRAFT),
         "cached": (models.BUNDLED_DRAFT, "org/cached"),
         "one download": ("org/cached", "org/not-cached"),
         "broken": ("org/not-cached", "no such thing"),
-    })
-    assert preset_availability() == {"offline": "bundled", "cached": "cached",
-                                      "one download": "download", "broken": "missing"}
+    }) == {"offline": "bundled", "cached": "cached", "one download": "download",
+           "broken": "missing"}
     # The real presets: the offline default is bundled, whatever the cache holds.
-    monkeypatch.undo()
     assert preset_availability()[models.DEFAULT_PAIR] == "bundled"
 
 
@@ -419,24 +419,36 @@ def test_only_the_bundled_models_count_as_small(tmp_path: Path) -> None:
     assert not models.is_small(other) and not models.is_small(hub)
 
 
-def test_load_model_asks_for_the_small_models_dtype(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """load_model passes the source's size to the dtype choice (a broken variant that drops
-    it would load the bundled pair in fp16 on a GPU)."""
+def check_dtype_choices(load: Callable[..., Any], tmp_path: Path) -> None:
+    """``load`` (load_model or a broken copy) asks resolve_dtype for the size of what it loads:
+    a folder "t" that counts as small, then "o" that does not. A copy of ``load`` reads a spy
+    and that size rule (core/models.py is left as it is)."""
     seen: list[tuple[str, bool]] = []
-    real = models.resolve_dtype
 
     def spy(dtype: str, device: torch.device | str, small: bool = False) -> torch.dtype:
         seen.append((dtype, small))
-        return real(dtype, device, small)
+        return models.resolve_dtype(dtype, device, small)
 
-    monkeypatch.setattr(models, "resolve_dtype", spy)
-    monkeypatch.setattr(models, "is_small", lambda found: found.name == "t")
+    size_rule = {"is_small": lambda found: found.name == "t"} if reads(load, "is_small") else {}
+    spied = with_globals(load, resolve_dtype=spy, **size_rule)  # a copy that never asks: none
     save_tiny(tmp_path / "t", word_tokenizer(), 2)
     save_tiny(tmp_path / "o", word_tokenizer(), 2)
-    load_model(str(tmp_path / "t"), device="cpu")
-    load_model(str(tmp_path / "o"), device="cpu")
+    spied(str(tmp_path / "t"), device="cpu")
+    spied(str(tmp_path / "o"), device="cpu")
     assert seen == [("auto", True), ("auto", False)]
+
+
+def test_load_model_asks_for_the_small_models_dtype(tmp_path: Path) -> None:
+    """load_model passes the source's size to the dtype choice."""
+    check_dtype_choices(load_model, tmp_path)
+
+
+def test_a_load_model_that_drops_the_size_is_caught(tmp_path: Path) -> None:
+    """Broken: the size dropped (the bundled pair would load in fp16 on a GPU)."""
+    broken = mutant(load_model, ("resolve_dtype(dtype, dev, small=is_small(found))",
+                                 "resolve_dtype(dtype, dev)"))
+    with pytest.raises(AssertionError):
+        check_dtype_choices(broken, tmp_path)
 
 
 def test_the_bundled_gguf_may_be_given_by_path(tmp_path: Path,
