@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import registry, tree_attention, tree_verify
+from . import registry, tree_verify
 from .cached_model import CachedModel as CachedModel  # re-exported: tests and tools use it
 from .drafters import NoDrafter
 from .errors import InputError
@@ -143,7 +143,7 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
         tree = proposal.tree if proposal is not None else None
         hidden: dict[int, torch.Tensor] = {}
         if tree is not None:  # a tree: one pass through the tree mask, kept path only
-            logits = tree_attention.runner_score_tree(target, seq[start:], tree)
+            logits = parts.tree.score(target, seq[start:], tree)
         else:
             logits, hidden = _verify_pass(target, fed, k + 1, request)
         p_rows = parts.warp(logits, s.temperature, s.top_k, s.top_p).cpu()  # (K+1, V)
@@ -154,7 +154,7 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
             walk = tree_verify.verify_tree(tree, p_rows, q_context, rng, greedy=greedy,
                                            lenience=s.lenience)
             verdict = tree_verify.as_verdict(walk, tree, p_rows, q_context)
-            tree_attention.runner_keep_path(target, len(seq), walk.path)
+            parts.tree.keep_path(target, len(seq), walk.path)
             drafts_kept = list(walk.accepted_ids)
             extra_p, p_rows = p_rows[walk.extra_context], p_rows[[c + 1 for c in tree.parents]
                                                                  + [walk.extra_context]]
@@ -431,7 +431,8 @@ def _run(pair: ModelPair, settings: Settings, prompt: str, stop: threading.Event
         costs = (factory.calibrate or default_calibration)(pair)
     t0 = factory.clock()  # the run's clock starts after the calibration
     parts = Parts(target=target, drafter=drafter, draft_name=draft_name, policy=policy,
-                  verifier=factory.verifier, warp=factory.warp, clock=factory.clock, rng=random)
+                  verifier=factory.verifier, warp=factory.warp, clock=factory.clock, rng=random,
+                  tree=factory.tree)
     yield from _loop(run, parts, "speculative" if speculative else "baseline", draws_scaled,
                      t0, costs, stop)
 

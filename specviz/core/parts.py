@@ -1,10 +1,10 @@
 """The parts a run is made of, passed to the engine's loop rather than reached for.
 
 A :class:`Factory` supplies them: the target runner (and the draft model's: one model class),
-the drafter and the K policy (by name, from ``registry.py``), the verifier, the warper (logits
--> probabilities), the model call, the clock, the random source and the text stream. Every
-field defaults to the real one, so a test replaces one part (``Factory(clock=fake)``,
-``Factory(verifier=broken)``) instead of patching a module.
+the drafter and the K policy (by name, from ``registry.py``), the verifier, the target's tree
+pass, the warper (logits -> probabilities), the model call, the clock, the random source and
+the text stream. Every field defaults to the real one, so a test replaces one part
+(``Factory(clock=fake)``, ``Factory(verifier=broken)``) instead of patching a module.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .registry import DRAFTERS, K_POLICIES, Entry
 from .rng import Random, TorchRandom
 from .sampling import logits_to_probs
 from .text import IncrementalDetokenizer
+from .tree_attention import TreePass
 from .verify import Verdict, verify
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class Parts:
     warp: Warp
     clock: Clock
     rng: Random
+    tree: TreePass  # the target's tree pass and path-keeping, for a drafter that proposes trees
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Factory:
 
     warp: Warp = logits_to_probs
     verifier: Verifier = verify
+    tree: TreePass = TreePass()  # the target's tree pass and cache step (tree_attention.py)
     clock: Clock = time.perf_counter
     forward: Forward = cached_forward
     random: Callable[[int], Random] = TorchRandom  # seed -> source, when run() gets no rng

@@ -14,7 +14,8 @@ and drops the rest, so the cache is the one a plain pass over the accepted text 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -58,6 +59,10 @@ def tree_layout(parents: Sequence[int], n_tail: int, past: int,
     return positions[queries], allowed[queries]
 
 
+# (parents, n_tail, past, fed) -> (positions, allowed): tree_layout
+Layout = Callable[[Sequence[int], int, int, int], tuple[torch.Tensor, torch.Tensor]]
+
+
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(T, K) bool -> (1, 1, T, K) float: 0 where a key is seen, the dtype's minimum elsewhere
     (the form transformers' eager and SDPA attention both add to their scores)."""
@@ -67,12 +72,14 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def score_tree(model: Any, cache: Any, tail: Sequence[int], tokens: Sequence[int],
-               parents: Sequence[int], fed: int = 0) -> tuple[torch.Tensor, Any]:
+               parents: Sequence[int], fed: int = 0, layout: Layout = tree_layout
+               ) -> tuple[torch.Tensor, Any]:
     """One pass over ``tail`` + the tree's nodes from ``fed`` on; logits (rows, V): at the
     last tail id (when there is a tail) and after each node fed. Nodes [0, fed) must be the
-    last ``fed`` entries of ``cache`` (an earlier pass of the same tree, ``tail`` empty now)."""
+    last ``fed`` entries of ``cache`` (an earlier pass of the same tree, ``tail`` empty now).
+    ``layout`` places the nodes and masks them (tree_layout; a test passes a broken one)."""
     past = cache.get_seq_length() - fed
-    positions, allowed = tree_layout(parents, len(tail), past, fed)
+    positions, allowed = layout(parents, len(tail), past, fed)
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     ids = torch.tensor([list(tail) + list(tokens[fed:])], dtype=torch.long,
@@ -99,7 +106,7 @@ def keep_path(cache: Any, first: int, path: Sequence[int]) -> None:
 
 
 def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int],
-                    fed: int = 0) -> torch.Tensor:
+                    fed: int = 0, layout: Layout = tree_layout) -> torch.Tensor:
     """``score_tree`` on FastLlama's buffers: ``ids`` (Tq,) = the tail then nodes fed on;
     logits (rows, V_model) as ``score_tree`` returns them. The buffers hold all Tq after it."""
     w = fast.w
@@ -107,7 +114,7 @@ def fast_score_tree(fast: FastLlama, ids: torch.Tensor, parents: Sequence[int],
     n = len(parents)
     end = start + t
     n_tail = t - (n - fed)
-    positions, allowed = tree_layout(parents, n_tail, start - fed, fed)
+    positions, allowed = layout(parents, n_tail, start - fed, fed)
     fast._ensure(end)  # buffers and rotary tables; a node's position is below end
     device = fast.keys.device
     ids, positions, allowed = ids.to(device), positions.to(device), allowed.to(device)
@@ -145,31 +152,40 @@ def fast_keep_path(fast: FastLlama, first: int, path: Sequence[int]) -> None:
     fast.length = first + k
 
 
+@dataclass(frozen=True)
+class TreePass:
+    """The target's tree steps as the engine runs them on its runner (``CachedModel``): the
+    node layout of the scoring pass and the path-keeping cache step, per form of the target's
+    cache (transformers' or FastLlama's). The real ones by default (a test passes broken ones
+    through ``parts.Factory``)."""
 
-def runner_score_tree(runner: Any, tail: Sequence[int], tree: DraftTree) -> torch.Tensor:
-    """``score_tree`` through the engine's runner (``cached_model.CachedModel``): logits
-    (N+1, V) at the root and after each node; the runner's cache then holds the tail and
-    every node (``runner_keep_path`` keeps the accepted ones)."""
-    if getattr(runner, "to_local", None) is not None:
-        raise ValueError("a tree pass runs on the target (no reduced vocabulary)")
-    t0 = runner.clock()
-    if runner.fast is not None:
-        ids = torch.tensor(list(tail) + list(tree.tokens), dtype=torch.long)
-        logits = fast_score_tree(runner.fast, ids, tree.parents)
-    else:
-        logits, runner.cache = score_tree(runner.model, runner.cache, tail, tree.tokens,
-                                          tree.parents)
-    runner.forward_time_s += runner.clock() - t0
-    runner.ids.extend(list(tail) + list(tree.tokens))
-    runner.calls += 1
-    shared: torch.Tensor = logits[:, :runner.vocab_size].to(runner.device)
-    return shared
+    layout: Layout = tree_layout
+    keep: Callable[[Any, int, Sequence[int]], None] = keep_path
+    fast_keep: Callable[[FastLlama, int, Sequence[int]], None] = fast_keep_path
 
+    def score(self, runner: Any, tail: Sequence[int], tree: DraftTree) -> torch.Tensor:
+        """``score_tree`` through the runner: logits (N+1, V) at the root and after each node;
+        the runner's cache then holds the tail and every node (``keep_path`` keeps the
+        accepted ones)."""
+        if getattr(runner, "to_local", None) is not None:
+            raise ValueError("a tree pass runs on the target (no reduced vocabulary)")
+        t0 = runner.clock()
+        if runner.fast is not None:
+            ids = torch.tensor(list(tail) + list(tree.tokens), dtype=torch.long)
+            logits = fast_score_tree(runner.fast, ids, tree.parents, layout=self.layout)
+        else:
+            logits, runner.cache = score_tree(runner.model, runner.cache, tail, tree.tokens,
+                                              tree.parents, layout=self.layout)
+        runner.forward_time_s += runner.clock() - t0
+        runner.ids.extend(list(tail) + list(tree.tokens))
+        runner.calls += 1
+        shared: torch.Tensor = logits[:, :runner.vocab_size].to(runner.device)
+        return shared
 
-def runner_keep_path(runner: Any, first: int, path: Sequence[int]) -> None:
-    """``keep_path`` on the runner: positions [0, first), then the nodes of ``path``."""
-    if runner.fast is not None:
-        fast_keep_path(runner.fast, first, path)
-    else:
-        keep_path(runner.cache, first, path)
-    runner.ids[first:] = [runner.ids[first + i] for i in path]
+    def keep_path(self, runner: Any, first: int, path: Sequence[int]) -> None:
+        """Keep the runner's positions [0, first), then the nodes of ``path``."""
+        if runner.fast is not None:
+            self.fast_keep(runner.fast, first, path)
+        else:
+            self.keep(runner.cache, first, path)
+        runner.ids[first:] = [runner.ids[first + i] for i in path]

@@ -11,6 +11,7 @@ needed) are caught by the same checks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -143,14 +144,12 @@ def _causal(layout: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @pytest.mark.parametrize("broken", ["positions in feed order", "a causal mask"])
-def test_broken_layouts_are_caught(model: Any, broken: str,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    wrap = _sequential if broken == "positions in feed order" else _causal
-    monkeypatch.setattr(ta, "tree_layout", wrap(ta.tree_layout))
+def test_broken_layouts_are_caught(model: Any, broken: str) -> None:
+    layout = (_sequential if broken == "positions in feed order" else _causal)(ta.tree_layout)
     with pytest.raises(AssertionError, match="tree pass"):
-        check_transformers(model)
+        check_transformers(model, score=functools.partial(ta.score_tree, layout=layout))
     with pytest.raises(AssertionError, match="tree pass"):
-        check_fast(model)
+        check_fast(model, score=functools.partial(ta.fast_score_tree, layout=layout))
 
 
 def test_a_crop_instead_of_a_gather_is_caught(model: Any) -> None:
@@ -169,7 +168,7 @@ def test_a_crop_instead_of_a_gather_is_caught(model: Any) -> None:
 LEVELS = [3, 3, 2]  # TOKENS' nodes by depth: 0-2, 3-5, 6-7
 
 
-def check_levels(model: Any, fast: bool) -> None:
+def check_levels(model: Any, fast: bool, layout: ta.Layout = ta.tree_layout) -> None:
     """A tree grown level by level (the draft's way): the tail alone, then each level's new
     nodes fed after the levels already cached; each row equals the plain forward."""
     want = plain_rows(model, PROMPT + TAIL, TOKENS, PARENTS)
@@ -185,9 +184,10 @@ def check_levels(model: Any, fast: bool) -> None:
             new = fed + width
             if fast:
                 got = ta.fast_score_tree(runner, torch.tensor(TOKENS[fed:new]), PARENTS[:new],
-                                         fed)
+                                         fed, layout=layout)
             else:
-                got, cache = ta.score_tree(model, cache, [], TOKENS[:new], PARENTS[:new], fed)
+                got, cache = ta.score_tree(model, cache, [], TOKENS[:new], PARENTS[:new], fed,
+                                           layout=layout)
             err = max_error(got, want[1 + fed:1 + new])
             assert err < ATOL, f"level pass, nodes {fed}-{new - 1}: {err:.2e}"
             fed = new
@@ -198,8 +198,7 @@ def test_level_by_level_passes_match(model: Any, fast: bool) -> None:
     check_levels(model, fast)
 
 
-def test_level_check_catches_a_level_that_sees_its_cached_cousins(
-        model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_level_check_catches_a_level_that_sees_its_cached_cousins(model: Any) -> None:
     """Broken: a level's nodes see every cached node (as a plain causal pass would)."""
     layout = ta.tree_layout
 
@@ -208,10 +207,9 @@ def test_level_check_catches_a_level_that_sees_its_cached_cousins(
         allowed[:, :past + fed] = True
         return positions, allowed
 
-    monkeypatch.setattr(ta, "tree_layout", broken)
     for fast in (False, True):
         with pytest.raises(AssertionError, match="level pass"):
-            check_levels(model, fast)
+            check_levels(model, fast, broken)
 
 
 def test_layout() -> None:

@@ -19,6 +19,8 @@ import torch
 from specviz.core import tree_attention
 from specviz.core.engine import SpeculativeDecoder
 from specviz.core.events import Event, Round, from_json, to_json
+from specviz.core.parts import Factory
+from specviz.core.tree_attention import TreePass
 from tests.core.test_enumeration import (
     TV_BOUND,
     Case,
@@ -95,20 +97,19 @@ def test_rounds_are_trees_with_parent_links() -> None:
             assert r.drafted[b].parent == a
 
 
-def test_a_crop_where_a_gather_is_needed_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crop_where_a_gather_is_needed_is_caught() -> None:
     # Both forms of the target's cache (transformers' and FastLlama's, whichever serves it).
     crop = mutant(tree_attention.keep_path, ("first + torch.tensor(list(path), dtype=torch.long)",
                                              "first + torch.arange(len(path))"))
-    monkeypatch.setattr(tree_attention, "keep_path", crop)
     fast_crop = mutant(tree_attention.fast_keep_path, (
         "src = (first + torch.tensor(list(path), dtype=torch.long))",
         "src = (first + torch.arange(len(path)))"))
-    monkeypatch.setattr(tree_attention, "fast_keep_path", fast_crop)
-    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
+    broken = Factory(tree=TreePass(keep=crop, fast_keep=fast_crop))
+    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"], broken)
     assert tv > 1e3 * TV_BOUND, f"the cropped cache went unnoticed: total variation {tv:.2e}"
 
 
-def test_a_tree_scored_as_a_chain_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tree_scored_as_a_chain_is_caught() -> None:
     """Broken: the target's pass reads the nodes causally, each after all nodes before it
     (a plain mask and plain positions), not each after its own path."""
     layout = tree_attention.tree_layout
@@ -119,6 +120,6 @@ def test_a_tree_scored_as_a_chain_is_caught(monkeypatch: pytest.MonkeyPatch) -> 
         return (torch.arange(past, past + t),
                 torch.ones(t, past + t, dtype=torch.bool).tril(diagonal=past))
 
-    monkeypatch.setattr(tree_attention, "tree_layout", causal)
-    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"])
+    tv = distance(CASES["lookup tree, 4 nodes, T 1, top-k 3, 4 tokens"],
+                  Factory(tree=TreePass(layout=causal)))
     assert tv > 1e3 * TV_BOUND, f"a causal tree pass went unnoticed: total variation {tv:.2e}"
