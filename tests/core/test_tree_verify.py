@@ -27,19 +27,19 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from specviz.core import tree_verify as tv_mod
 from specviz.core.rng import Random, TorchRandom
 from specviz.core.tree_verify import (
     ROOT,
     DraftTree,
     Rule,
+    TreeVerdict,
     chain,
     draw_children,
     verify_children,
     verify_tree,
 )
 from tests.core.test_enumeration import TV_BOUND, enumerate_function
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 Seq = tuple[int, ...]
 Law = dict[Seq, float]
@@ -109,26 +109,32 @@ def draft_tree(case: TreeCase, prefix: Seq, rng: Random) -> tuple[DraftTree, lis
     return DraftTree(tuple(tokens), tuple(parents), tuple(rules)), contexts
 
 
-def one_round(case: TreeCase, prefix: Seq, rng: Random) -> Seq:
-    """Draft a tree after ``prefix``, verify it; the emitted tokens."""
+# verify_tree, or a broken copy of it (the tests below pass one in; core stays as it is)
+VerifyTree = Callable[..., TreeVerdict]
+
+
+def one_round(case: TreeCase, prefix: Seq, rng: Random, verify: VerifyTree = verify_tree) -> Seq:
+    """Draft a tree after ``prefix``, verify it with ``verify``; the emitted tokens."""
     tree, contexts = draft_tree(case, prefix, rng)
     p_rows = torch.stack([case.p(c) for c in contexts])  # (N+1, V)
     q_rows = torch.stack([case.q(c) for c in contexts])
-    verdict = verify_tree(tree, p_rows, q_rows, rng, greedy=case.greedy)
+    verdict = verify(tree, p_rows, q_rows, rng, greedy=case.greedy)
     return verdict.accepted_ids + (verdict.extra_id,)
 
 
-def round_law(case: TreeCase, prefix: Seq) -> Law:
-    return enumerate_function(lambda rng: one_round(case, prefix, rng))  # type: ignore[arg-type]
+def round_law(case: TreeCase, prefix: Seq, verify: VerifyTree = verify_tree) -> Law:
+    return enumerate_function(lambda rng: one_round(case, prefix, rng,  # type: ignore[arg-type]
+                                                    verify))
 
 
-def emitted_law(case: TreeCase, n: int, memo: dict[Seq, Law]) -> Law:
+def emitted_law(case: TreeCase, n: int, memo: dict[Seq, Law],
+                verify: VerifyTree = verify_tree) -> Law:
     """The law of the first n tokens of rounds run one after another (round laws in memo)."""
 
     def rest(prefix: Seq, left: int) -> Law:
         law: Law = defaultdict(float)
         if prefix not in memo:
-            memo[prefix] = round_law(case, prefix)
+            memo[prefix] = round_law(case, prefix, verify)
         for out, pr in memo[prefix].items():
             if len(out) >= left:
                 law[out[:left]] += pr
@@ -178,16 +184,17 @@ def depth(shape: Shape) -> int:
     return 1 + max((depth(kid) for kid in shape), default=0)
 
 
-def distances(case: TreeCase, n_tokens: bool = True) -> tuple[float, float]:
+def distances(case: TreeCase, n_tokens: bool = True, verify: VerifyTree = verify_tree
+              ) -> tuple[float, float]:
     """(TV of the N-token law, N = the tree's depth + 1; worst conditional TV of one round
     at the root). ``n_tokens`` False skips the first (0.0): one round's law is enough to
     catch a broken rule."""
-    memo = {(): round_law(case, ())}
+    memo = {(): round_law(case, (), verify)}
     tv_cond = conditional_distance(case, memo[()])
     if not n_tokens:
         return 0.0, tv_cond
     n = depth(case.shape) if not callable(case.shape) else 3  # unsure(2): depth 2
-    return total_variation(emitted_law(case, n, memo), target_law(case.p, n)), tv_cond
+    return total_variation(emitted_law(case, n, memo, verify), target_law(case.p, n)), tv_cond
 
 
 def every(rule: Rule) -> Callable[[int], Rule]:
@@ -288,23 +295,25 @@ BROKEN: dict[str, tuple[list[tuple[str, str]], str]] = {
 }
 
 
+def broken_verify(edits: list[tuple[str, str]]) -> VerifyTree:
+    """verify_tree reading a broken copy of verify_children."""
+    return with_globals(verify_tree, verify_children=mutant(verify_children, *edits))
+
+
 @pytest.mark.parametrize("name", list(BROKEN))
-def test_broken_rules_are_caught(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broken_rules_are_caught(name: str) -> None:
     edits, case = BROKEN[name]
-    monkeypatch.setattr(tv_mod, "verify_children", mutant(verify_children, *edits))
-    _, tv_cond = distances(CASES[case], n_tokens=False)
+    _, tv_cond = distances(CASES[case], n_tokens=False, verify=broken_verify(edits))
     assert tv_cond > 1e3 * TV_BOUND, f"{name} went unnoticed on {case!r}: TV {tv_cond:.2e}"
 
 
-def test_the_broken_rules_pass_where_they_are_harmless(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_broken_rules_pass_where_they_are_harmless() -> None:
     """A chain (one child per context) has no siblings: the first three mutants are exact
     there, so the catches above come from the sibling rules themselves."""
     rules: list[Rule] = ["independent", "without_replacement", "deterministic"]
     for name, rule in zip(list(BROKEN)[:3], rules, strict=True):
         chain_case = TreeCase(3, ((LEAF,),), every(rule), P3, Q3)
-        with monkeypatch.context() as m:
-            m.setattr(tv_mod, "verify_children", mutant(verify_children, *BROKEN[name][0]))
-            assert max(distances(chain_case)) < TV_BOUND, name
+        assert max(distances(chain_case, verify=broken_verify(BROKEN[name][0]))) < TV_BOUND, name
 
 
 # ---------------------------------------------------------------------------------------------
