@@ -98,8 +98,7 @@ class ScriptedClock:
 def test_measure_target_step_is_the_median_single_token_cached_pass(
         tiny_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECVIZ_STOCK_TARGET", "1")  # the target on the forward spied below
-    model = tiny_pair.target
-    inner = model.forward
+    inner = tiny_pair.target.forward
     clock = ScriptedClock([0.0, 9.0, 9.0, 0.003, 0.001, 0.002, 0.005, 0.004])
     shapes: list[tuple[int, ...]] = []
     cached: list[int] = []
@@ -112,7 +111,7 @@ def test_measure_target_step_is_the_median_single_token_cached_pass(
         clock.tick()
         return inner(*args, **kw)
 
-    monkeypatch.setattr(model, "forward", forward)
+    monkeypatch.setattr(tiny_pair.target, "forward", forward)  # the model object, not core
     step = measure_target_step(tiny_pair, passes=5, warmup=2, context=8, clock=clock)
     # Warm-up passes (9 s each) are left out; the median of the five timed ones is 3 ms.
     assert step == pytest.approx(0.003)
