@@ -38,8 +38,8 @@ def races(policy: str, n: int, prompt: str, temperature: float, max_new: int,
     from PySide6.QtWidgets import QApplication
 
     from specviz.core.events import RunFinished
-    from specviz.gui.app import MainWindow
-    from specviz.gui.stage import RaceRunner
+    from specviz.gui.stage.stage import RaceRunner
+    from specviz.gui.windows.app import MainWindow
 
     app = QApplication.instance() or QApplication([])
     w = MainWindow()

@@ -111,7 +111,7 @@ def measure(app: QApplication, k: int, rounds: int, warmup: int,
     """Per round: ``flush`` and paint (all of a round's drawing in one frame); or, with
     ``timer``, the timer's frames (``RunView.frame``) 34 ms apart until the round is drawn,
     each frame with its paint: the longest of them is the round's worst frame."""
-    from specviz.gui.run_view import RunView
+    from specviz.gui.views.run_view import RunView
 
     view = RunView(frame_ms=1_000_000)  # frames driven by hand here, not by the timer
     view.timer.stop()
@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, nargs="+", default=[4, 16])
     args = parser.parse_args()
     app = QApplication.instance() or QApplication([])
-    import specviz.gui.run_view as rv
+    import specviz.gui.views.run_view as rv
 
     print(f"specviz from {Path(rv.__file__).resolve().parents[2]}; load average "
           f"{os.getloadavg()[0]:.1f}; CPU ms per frame, {args.rounds} rounds, one a frame")
@@ -182,7 +182,7 @@ def main() -> None:
         m = measure(app, k, args.rounds, args.warmup)
         print(f"{k:>3} {m['flush_p50']:>10.1f} {m['flush_p90']:>7.1f} {m['paint_p50']:>10.1f} "
               f"{m['paint_p90']:>7.1f} {m['frame_p50']:>10.1f} {m['paints']:>13.1f}")
-    import specviz.gui.run_view as run_view
+    import specviz.gui.views.run_view as run_view
 
     if not hasattr(run_view.RunView, "frame"):
         return  # a tree from before bounded frames: the timer called flush()

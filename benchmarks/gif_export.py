@@ -47,8 +47,8 @@ class Gaps:
 
 def main(argv: list[str]) -> int:
     from specviz.core.recording import read_recording
-    from specviz.gui import export
-    from specviz.gui.app import make_app
+    from specviz.gui.stage import export
+    from specviz.gui.windows.app import make_app
 
     app = make_app()
     path = argv[0] if argv else "assets/recordings/race.jsonl"

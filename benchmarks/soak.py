@@ -60,8 +60,8 @@ class Soak:
         from PySide6.QtCore import QSettings, QTimer, qInstallMessageHandler
 
         from specviz.core.events import Round
-        from specviz.gui import stage
-        from specviz.gui.app import CUSTOM, MainWindow, make_app
+        from specviz.gui.stage import stage
+        from specviz.gui.windows.app import CUSTOM, MainWindow, make_app
         from tests.tiny import tiny_pair, word_tokenizer
 
         torch.set_num_threads(1)

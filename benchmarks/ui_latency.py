@@ -44,7 +44,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from specviz.core.events import Round, RunFinished, Settings, to_json  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, DEFAULT_PROMPT, PRESETS  # noqa: E402
-from specviz.gui.app import MainWindow, make_app  # noqa: E402
+from specviz.gui.windows.app import MainWindow, make_app  # noqa: E402
 from specviz.gui.worker import PairSpec  # noqa: E402
 
 STALL_GOAL_MS = 33.0

@@ -52,7 +52,7 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
     """Decode in a MainWindow and grab it; returns the PNG paths."""
     from PySide6.QtCore import QSettings, Qt
 
-    from specviz.gui.app import MainWindow, make_app
+    from specviz.gui.windows.app import MainWindow, make_app
 
     app = make_app()
     out = Path(out_dir)
@@ -102,13 +102,13 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             window.menuBar().hide()
             window.statusBar().hide()
             # Presentation mode's type (F11 also goes full screen, which the grab's size fixes).
-            from specviz.gui.zoom import presentation_factor
+            from specviz.gui.views.zoom import presentation_factor
 
             window.zoom.set_factor(presentation_factor(window))
             view.set_presenting(True)  # what F11 does to the layout: every panel in view
             app.processEvents()
             paths.append(_grab(window, out / "presentation.png", app))
-            for theme in ("dark", "contrast"):  # View → Theme (gui/themes.py)
+            for theme in ("dark", "contrast"):  # View → Theme (gui/look/themes.py)
                 window.set_theme(theme)
                 paths.append(_grab(window, out / f"presentation-{theme}.png", app))
             window.set_theme("light")

@@ -15,14 +15,14 @@ def main(argv: list[str] | None = None) -> int:
         from .cli import main as cli_main
 
         return cli_main(args[1:])
-    from .gui.qt_check import check
+    from .gui.windows.qt_check import check
 
     problem = check()  # before Qt starts: it would abort with its raw plugin error
     if problem is not None:
         print(problem, file=sys.stderr)
         return 1
     try:
-        from .gui.app import main as app_main
+        from .gui.windows.app import main as app_main
 
         return app_main(args)
     except KeyboardInterrupt:  # Ctrl+C before the window's own handler is in place

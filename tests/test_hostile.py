@@ -245,7 +245,7 @@ def cache_is_a_file(tmp: Path, mp: pytest.MonkeyPatch) -> Told:
 
 
 def qt_without_xcb_cursor(tmp: Path, mp: pytest.MonkeyPatch) -> Told:
-    from specviz.gui import qt_check
+    from specviz.gui.windows import qt_check
 
     ldd = "\tlibxcb-cursor.so.0 => not found\n\tlibxcb.so.1 => /lib/libxcb.so.1 (0x1)\n"
     return Told(qt_check.check({}, "linux", lambda paths: ldd) or "")

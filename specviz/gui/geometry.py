@@ -138,8 +138,9 @@ class Presentation(QObject):
         return screen.geometry().size()
 
     def _room_factor(self) -> float:
-        """The zoom for that screen: type as tall on the wall at any resolution (gui/zoom.py)."""
-        from .zoom import presentation_factor
+        """The zoom for that screen: type as tall on the wall at any resolution
+        (gui/views/zoom.py)."""
+        from specviz.gui.views.zoom import presentation_factor
 
         return presentation_factor(self.window, self.screen_size().height())
 

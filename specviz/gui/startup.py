@@ -15,7 +15,7 @@ from PySide6.QtCore import QEvent, QObject, QSocketNotifier, QTimer
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QWidget
 
-from .style import UI_POINT_SIZE
+from specviz.gui.look.style import UI_POINT_SIZE
 
 # SPECVIZ_STARTUP_TRACE=1 prints "specviz-startup <what> <unix time>" lines on stdout when the
 # window first paints ("shown") and when the pair is ready ("ready") or failed ("failed");

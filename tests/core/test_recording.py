@@ -49,7 +49,7 @@ def new_reader(data: bytes) -> list[Event]:
 
 
 def old_reader(data: bytes) -> list[Event]:
-    """The app's reader before this change (specviz.gui.app.read_recording): no checks."""
+    """The app's reader before this change (specviz.gui.windows.app.read_recording): no checks."""
     text = data.decode("utf-8")
     return [from_json(line) for line in text.splitlines() if line.strip()]
 

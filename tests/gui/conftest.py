@@ -24,7 +24,7 @@ torch.set_num_threads(1)
 def app_font(qapp):  # noqa: ANN001, ANN201 - pytest-qt's fixture
     """Every GUI test sees the app's own (projector-size) font, as a user does: layouts
     checked with Qt's small default font passed, then clipped in the real app."""
-    from specviz.gui.app import make_app
+    from specviz.gui.windows.app import make_app
 
     return make_app()
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import QSettings
 
 from specviz.core.errors import TokenizerMismatchError
 from specviz.core.events import Round, RunFinished, to_json
-from specviz.gui.app import CUSTOM, MainWindow, build_parser
+from specviz.gui.windows.app import CUSTOM, MainWindow, build_parser
 from tests.gui.scripted import speculative_events
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -160,7 +160,7 @@ def test_settings_persist_between_launches(qtbot, make_window, tiny_pair, settin
 
 
 def test_shortcuts_are_bound() -> None:
-    from specviz.gui.app import SHORTCUTS
+    from specviz.gui.windows.app import SHORTCUTS
 
     assert set(SHORTCUTS) == {"run", "stop", "pause", "step"}
     assert all(keys for keys, _ in SHORTCUTS.values())

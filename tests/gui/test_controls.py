@@ -7,7 +7,7 @@ from PySide6.QtCore import QSettings
 
 from specviz.core.events import Settings
 from specviz.core.models import DEFAULT_PAIR, PRESETS
-from specviz.gui.controls import CUSTOM, FIELDS, ControlsPanel, parse
+from specviz.gui.windows.controls import CUSTOM, FIELDS, ControlsPanel, parse
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_controls_defaults_and_ranges_are_the_options_tables(panel: ControlsPane
     """Seen failing on: the app's own copies (n-gram spin boxes to 16 where the engine
     refuses more than 8; T 0.7 and 128 tokens written in the FIELDS rows)."""
     from specviz.core import options, registry
-    from specviz.gui.controls import APP_DEFAULTS
+    from specviz.gui.windows.controls import APP_DEFAULTS
 
     assert APP_DEFAULTS == options.profile(options.APP_PROFILE)
     by_setting = {f.setting: f for f in FIELDS if f.setting is not None}

@@ -16,12 +16,12 @@ from specviz.core import record as record_module
 from specviz.core.events import Round, RunFinished, RunStarted, Settings
 from specviz.core.options import APP_PROFILE, profile
 from specviz.core.record import RunRecord
-from specviz.gui import stream as stream_module
-from specviz.gui.app import CUSTOM, MainWindow
-from specviz.gui.controls import FIELDS, ControlsPanel
-from specviz.gui.run_view import RunView
-from specviz.gui.stats import AcceptanceView
-from specviz.gui.stream import TokenStreamView
+from specviz.gui.views import stream as stream_module
+from specviz.gui.views.run_view import RunView
+from specviz.gui.views.stats import AcceptanceView
+from specviz.gui.views.stream import TokenStreamView
+from specviz.gui.windows.app import CUSTOM, MainWindow
+from specviz.gui.windows.controls import FIELDS, ControlsPanel
 from tests.gui.scripted import speculative_events
 
 APP = profile(APP_PROFILE)
@@ -110,7 +110,7 @@ def test_controls_map_to_settings_and_persist(qtbot, settings_store) -> None:
 
 
 def test_controls_check_catches_a_row_left_out(qtbot, settings_store, monkeypatch) -> None:
-    import specviz.gui.controls as controls
+    import specviz.gui.windows.controls as controls
 
     broken = tuple(f for f in FIELDS if f.key != "drafting/k_policy")
     monkeypatch.setattr(controls, "FIELDS", broken)
@@ -393,7 +393,7 @@ def check_headline(headline) -> None:
 
 
 def test_round_headline_names_k_drafter_and_reason() -> None:
-    from specviz.gui.bars import RoundBarsView
+    from specviz.gui.views.bars import RoundBarsView
 
     check_headline(RoundBarsView._headline)
 

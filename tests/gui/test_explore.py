@@ -8,7 +8,7 @@ from PIL import Image
 
 from specviz.core.lineup import as_lineup
 from specviz.core.sweep import samples_from_json, schedule
-from specviz.gui.explore import ExploreWindow, lane_html
+from specviz.gui.windows.explore import ExploreWindow, lane_html
 from tests.core.test_lineup import three_lanes
 from tests.gui.scripted import speculative_events
 from tests.tiny import tiny_pair

@@ -11,8 +11,9 @@ import pytest
 from PIL import Image
 from PySide6.QtGui import QImage
 
-from specviz.gui import export
-from specviz.gui.export import (
+from specviz.gui.look.style import FATES
+from specviz.gui.stage import export
+from specviz.gui.stage.export import (
     export_acceptance,
     export_animation,
     export_bars,
@@ -21,7 +22,6 @@ from specviz.gui.export import (
     render_widget,
     transcript_html,
 )
-from specviz.gui.style import FATES
 from tests.gui.scripted import EXPECTED_TOKENS, PROMPT, baseline_events, speculative_events
 from tests.mutation import mutant
 
@@ -140,7 +140,7 @@ def test_a_race_animates_as_a_race(qtbot, tmp_path: Path) -> None:
 
 
 def test_render_widget_draws_at_the_requested_size(qtbot) -> None:
-    from specviz.gui.run_view import RunView
+    from specviz.gui.views.run_view import RunView
 
     view = RunView(frame_ms=1_000_000)
     qtbot.addWidget(view)
@@ -361,7 +361,7 @@ def test_gif_frames_have_no_buttons_or_scroll_bars_and_whole_panels(qtbot) -> No
 
 
 def test_the_gif_speed_card_uses_the_figure_the_window_measured(qtbot) -> None:
-    from specviz.gui.run_view import RunView
+    from specviz.gui.views.run_view import RunView
 
     window_view = RunView(frame_ms=1_000_000)
     qtbot.addWidget(window_view)
@@ -419,7 +419,7 @@ GIF_MUTANTS = {
 def test_the_gif_export_tests_reject_their_broken_variants(
         name: str, qtbot, settings_store, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from specviz.gui import stage
+    from specviz.gui.stage import stage
 
     test_name, module_name, attr, edits = GIF_MUTANTS[name]
     module = {"stage": stage, "export": export}[module_name]
@@ -501,7 +501,7 @@ def test_the_race_header_says_the_k_policy() -> None:
 
 
 def test_saving_a_race_to_an_unwritable_path_says_so(qtbot, tmp_path: Path) -> None:
-    from specviz.gui import stage
+    from specviz.gui.stage import stage
 
     window = stage.RaceWindow()
     qtbot.addWidget(window)
@@ -517,7 +517,7 @@ def test_saving_a_race_to_an_unwritable_path_says_so(qtbot, tmp_path: Path) -> N
 def test_the_race_save_test_rejects_the_old_write(qtbot, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The broken variant: the race window writing without a check (FileNotFoundError)."""
-    from specviz.gui import stage
+    from specviz.gui.stage import stage
 
     broken = mutant(stage.RaceWindow,
                     ('            write_file(self, path, "".join(to_json(e) + "\\n" for e in '

@@ -36,10 +36,10 @@ from specviz.core.events import (
     Summary,
     TopN,
 )
-from specviz.gui.app import MainWindow
 from specviz.gui.geometry import first_geometry
-from specviz.gui.stats import POS_TITLE
-from specviz.gui.zoom import Zoom
+from specviz.gui.views.stats import POS_TITLE
+from specviz.gui.views.zoom import Zoom
+from specviz.gui.windows.app import MainWindow
 from tests.gui.layout_check import window_problems
 from tests.plain import plain
 
@@ -413,7 +413,8 @@ def test_f11_then_esc_gives_back_the_layout(make_window, qtbot, monkeypatch, siz
                                     "explicit minimum on the plots"])
 def test_old_f11_then_esc_is_caught(make_window, qtbot, monkeypatch, broken: str) -> None:
     """Each part of the old behaviour alone changes or breaks the layout after Esc."""
-    from specviz.gui import geometry, stats
+    from specviz.gui import geometry
+    from specviz.gui.views import stats
     from tests.mutation import mutant
 
     size = (1366, 768)
@@ -475,7 +476,8 @@ def test_zoom_keeps_the_layout_valid(make_window, qtbot, size, steps: int) -> No
 
 @pytest.mark.parametrize("broken", ["no scrolling", "bars squeezed", "controls unzoomed"])
 def test_old_zoom_is_caught(make_window, qtbot, monkeypatch, broken: str) -> None:
-    from specviz.gui import app, bars
+    from specviz.gui.views import bars
+    from specviz.gui.windows import app
     from tests.mutation import mutant
 
     if broken == "no scrolling":  # the run view straight in the window, as before
@@ -516,8 +518,8 @@ def race_window(qtbot, monkeypatch, screen: tuple[int, int]):
     """The race window on a ``screen`` (its free area: the screen less a panel), showing the
     bundled race recording at its end."""
     from specviz.core.events import from_json
-    from specviz.gui import race_view
-    from specviz.gui.stage import RaceWindow
+    from specviz.gui.stage import race_view
+    from specviz.gui.stage.stage import RaceWindow
 
     area = QRect(0, 0, screen[0], screen[1] - PANEL - 11)  # less a panel: 1366 × 738
     monkeypatch.setattr(race_view, "available", lambda window: area)
@@ -567,7 +569,7 @@ def test_race_window_fits_the_screen(qtbot, monkeypatch, size) -> None:
 def test_old_race_window_is_caught(qtbot, monkeypatch, broken: str) -> None:
     from PySide6.QtWidgets import QWidget
 
-    from specviz.gui.race_view import RaceView
+    from specviz.gui.stage.race_view import RaceView
 
     if broken == "not sized to the screen":
         monkeypatch.setattr(RaceView, "showEvent",

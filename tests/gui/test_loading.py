@@ -16,8 +16,8 @@ from PySide6.QtWidgets import QComboBox
 
 from specviz.core.errors import ModelLoadError
 from specviz.core.presets import PRESETS
-from specviz.gui.app import CUSTOM, MainWindow
-from specviz.gui.presets import mark_presets, preset_mark
+from specviz.gui.windows.app import CUSTOM, MainWindow
+from specviz.gui.windows.presets import mark_presets, preset_mark
 from specviz.gui.worker import preset_availability
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -213,7 +213,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_window_imports_neither_torch_nor_transformers(tmp_path: Path) -> None:
-    code = ("import sys, specviz.gui.app, specviz.gui.startup; "
+    code = ("import sys, specviz.gui.windows.app, specviz.gui.startup; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True,
                          text=True, timeout=120, check=True)
@@ -249,7 +249,7 @@ BLOCKED_LAUNCH = """
 import sys, threading
 import specviz.gui.worker as worker
 worker._default_loader = lambda *a, **k: threading.Event().wait()  # a load that never ends
-from specviz.gui.app import main
+from specviz.gui.windows.app import main
 sys.exit(main(["--target", "never/loads"]))
 """
 
@@ -292,7 +292,7 @@ def test_a_calibrated_draft_says_so_where_sampling_is_set(qtbot, make_window,
     """"Sampling (same for p and q)" would be untrue for a draft drawn at T × its scale."""
     from dataclasses import replace
 
-    from specviz.gui.controls import SAMPLING_TITLE
+    from specviz.gui.windows.controls import SAMPLING_TITLE
 
     window = make_window(lambda *a, **k: replace(tiny_pair, draft_temperature_scale=0.9))
     with qtbot.waitSignal(window.controller.loaded, timeout=30000):

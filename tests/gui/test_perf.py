@@ -18,13 +18,13 @@ from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QApplication
 
 from benchmarks.frame_cost import scripted_rounds
-from specviz.gui import bars as bars_module
-from specviz.gui import run_view
 from specviz.gui import worker as worker_module
-from specviz.gui.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
-from specviz.gui.replay import Replayer
-from specviz.gui.run_view import FRAME_FRAGMENTS, FRAME_PANELS, STATS_S, RunView
-from specviz.gui.stats import AcceptanceView
+from specviz.gui.replay.player import Replayer
+from specviz.gui.views import bars as bars_module
+from specviz.gui.views import run_view
+from specviz.gui.views.bars import PANEL_MIN_HEIGHT, PANEL_MIN_WIDTH, BarPanel, RoundBarsView
+from specviz.gui.views.run_view import FRAME_FRAGMENTS, FRAME_PANELS, STATS_S, RunView
+from specviz.gui.views.stats import AcceptanceView
 from specviz.gui.worker import PairSpec
 
 # The offscreen platform cannot resize a window to its size hints; a real screen can.

@@ -34,14 +34,14 @@ from PySide6.QtGui import QFontInfo, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from specviz.core.events import DraftPosition, TopN
-from specviz.gui.app import MainWindow
-from specviz.gui.bars import candidates, top_candidates
-from specviz.gui.demo import DEMOS, PARAGRAPH
-from specviz.gui.prompt_text import find_user
-from specviz.gui.run_view import RunView
-from specviz.gui.staging import GREYED, phases
-from specviz.gui.style import RESIDUAL_COLOR
-from specviz.gui.zoom import Zoom, px_per_pt, room_px
+from specviz.gui.look.style import RESIDUAL_COLOR
+from specviz.gui.views.bars import candidates, top_candidates
+from specviz.gui.views.prompt_text import find_user
+from specviz.gui.views.run_view import RunView
+from specviz.gui.views.staging import GREYED, phases
+from specviz.gui.views.zoom import Zoom, px_per_pt, room_px
+from specviz.gui.windows.app import MainWindow
+from specviz.gui.windows.demo import DEMOS, PARAGRAPH
 from tests.gui.scripted import EXPECTED_TOKENS, speculative_events
 from tests.gui.windows import tiny_window
 
@@ -336,7 +336,7 @@ SCREEN = (1920, 1080)
 def presentation_problems(window: MainWindow, screen: tuple[int, int] = SCREEN) -> list[str]:
     """What the layout checks miss in presentation mode: panels scrolled out of view, type
     too small for the back row (tokens < 40 px, labels < 24 px on a 1080-line screen; as
-    tall on the wall on a smaller one: gui/zoom.py room_px)."""
+    tall on the wall on a smaller one: gui/views/zoom.py room_px)."""
     from PySide6.QtWidgets import QLabel
 
     view = window.run_view
@@ -457,7 +457,7 @@ def test_right_click_exports(window: MainWindow, monkeypatch, tmp_path, kind: st
     from PySide6.QtGui import QContextMenuEvent, QImage
     from PySide6.QtWidgets import QFileDialog, QMenu
 
-    from specviz.gui import stage
+    from specviz.gui.stage import stage
 
     play(window.run_view, speculative_events())
     window.show()
@@ -488,7 +488,7 @@ def test_right_click_exports(window: MainWindow, monkeypatch, tmp_path, kind: st
 def test_right_click_cancelled_writes_nothing(window: MainWindow, monkeypatch, tmp_path) -> None:
     from PySide6.QtWidgets import QFileDialog
 
-    from specviz.gui.stage import export_plot
+    from specviz.gui.stage.stage import export_plot
 
     play(window.run_view, speculative_events())
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: ("", ""))
@@ -659,7 +659,7 @@ def test_a_live_run_clears_a_stale_replay_note(window: MainWindow) -> None:
 
 
 def test_help_has_a_glossary_of_the_words_on_screen(window: MainWindow) -> None:
-    from specviz.gui.style import FATES, STREAM_KINDS
+    from specviz.gui.look.style import FATES, STREAM_KINDS
 
     menus = {a.text(): a.menu() for a in window.menuBar().actions()}
     assert "&Help" in menus
@@ -713,7 +713,8 @@ def test_help_and_demo_tests_reject_their_broken_variants(name: str, qtbot, sett
 def test_the_stale_replay_note_test_rejects_the_old_window(qtbot, settings_store, tiny_pair,
                                                            monkeypatch) -> None:
     """The broken variant: a Stage that does not clear the note when a live run starts."""
-    from specviz.gui import app, stage
+    from specviz.gui.stage import stage
+    from specviz.gui.windows import app
     from tests.mutation import mutant
 
     broken = mutant(stage.Stage,
@@ -766,7 +767,7 @@ def test_no_stale_panel_after_a_capped_round(presenting, monkeypatch, broken: bo
     """A K = 8 round, then one capped at 6 drafts: only its own panels show. Before, the
     panels past the new round's cells stayed visible where the layout had left them (a
     stale "#8" over the second row; seen offscreen at 1366 × 768)."""
-    from specviz.gui import bars
+    from specviz.gui.views import bars
     from tests.gui.test_layout import k_events
     from tests.mutation import mutant
 
@@ -790,7 +791,7 @@ def test_old_presentation_at_1366_is_caught(presenting, monkeypatch, k: int) -> 
     """The broken variant: the 1080-line type on a 768-line screen (room_px ignoring the
     screen's height, as presentation_factor did): the window's minimum exceeded the screen
     and the bars' rows were scrolled out (only their titles showed)."""
-    from specviz.gui import zoom
+    from specviz.gui.views import zoom
 
     monkeypatch.setattr(zoom, "room_px", lambda px, screen_height: px)
     _, problems = presenting(k, (1366, 768))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.gui import qt_check
+from specviz.gui.windows import qt_check
 
 ROOT = Path(__file__).resolve().parents[2]
 LDD_MISSING = """/x/libqxcb.so:

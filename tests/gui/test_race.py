@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from specviz.core.events import RunFinished, RunStarted, from_json, to_json
-from specviz.gui.race_view import RaceView, user_text
-from specviz.gui.run_view import RunView
+from specviz.gui.stage.race_view import RaceView, user_text
+from specviz.gui.views.run_view import RunView
 from tests.gui.scripted import PROMPT, baseline_events, speculative_events
 from tests.gui.windows import tiny_window
 from tests.mutation import mutant
@@ -178,7 +178,7 @@ def test_not_a_race_is_refused(race_view: RaceView) -> None:
     assert race_view.race is None
 
 
-RACE_VIEW = sys.modules["specviz.gui.race_view"]
+RACE_VIEW = sys.modules["specviz.gui.stage.race_view"]
 MUTANTS = {
     "no redraw when the clock goes back": (
         "test_the_clock_going_back_redraws_the_past", "RacePane",
@@ -415,7 +415,7 @@ def test_stop_ends_a_race_with_its_first_half(qtbot, window) -> None:
 
 def test_the_race_option_is_shown_kept_and_excludes_target_alone(qtbot, window,
                                                                 settings_store) -> None:
-    from specviz.gui.controls import ControlsPanel
+    from specviz.gui.windows.controls import ControlsPanel
 
     race = window.controls.race
     window.show()
@@ -497,7 +497,7 @@ def test_a_cli_race_recording_replays_as_a_race(qtbot, window, cli_race: Path,
     assert not window.race_window.isVisible() and view.race is None
 
 
-import specviz.gui.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
+import specviz.gui.stage.stage as STAGE  # noqa: E402, N812 - the module whose parts are broken below
 
 STAGE_MUTANTS = {
     "a seed per run": ("test_the_race_action_runs_both_one_after_the_other", "RaceRunner",
@@ -540,7 +540,7 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
     broken = mutant(getattr(STAGE, attr), *edits)
     monkeypatch.setattr(STAGE, attr, broken)
     if attr == "Stage":  # the window calls the name it imported
-        monkeypatch.setattr(sys.modules["specviz.gui.app"], attr, broken)
+        monkeypatch.setattr(sys.modules["specviz.gui.windows.app"], attr, broken)
     monkeypatch.setitem(globals(), "WAIT_MS", 8_000)  # a broken variant may never get there
     w = make_window(qtbot, settings_store, tiny_pair(sharpness=8.0))
     try:
@@ -555,8 +555,8 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
         w.close()
 
 
-import specviz.gui.app as APP  # noqa: E402, N812
-import specviz.gui.controls as CONTROLS  # noqa: E402, N812
+import specviz.gui.windows.app as APP  # noqa: E402, N812
+import specviz.gui.windows.controls as CONTROLS  # noqa: E402, N812
 
 # Open/--replay finds races in two places: stage.open_if_race (small files, at once, on the
 # GUI thread) and the Replayer's own detection (detect_races=True: pipes and files being

@@ -7,7 +7,7 @@ import sys
 import PySide6
 import pytest
 
-from specviz.gui.run_view import RunView
+from specviz.gui.views.run_view import RunView
 from tests.gui.scripted import speculative_events
 
 # PySide6 6.12.0 drops a reference to None on many calls (QObject.property of an unset name,

@@ -27,9 +27,9 @@ from specviz.core.events import (
     from_json,
     to_json,
 )
-from specviz.gui.app import CUSTOM, MainWindow
-from specviz.gui.replay import Replayer
-from specviz.gui.run_view import RunView
+from specviz.gui.replay.player import Replayer
+from specviz.gui.views.run_view import RunView
+from specviz.gui.windows.app import CUSTOM, MainWindow
 from tests.gui.scripted import speculative_events
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
@@ -231,8 +231,8 @@ STDIN_APP = r"""
 import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-from specviz.gui.replay import Replayer
-from specviz.gui.run_view import RunView
+from specviz.gui.replay.player import Replayer
+from specviz.gui.views.run_view import RunView
 
 app = QApplication([])
 view = RunView()

@@ -18,15 +18,15 @@ from PySide6.QtCore import Qt
 
 from specviz.core.events import Round, RunStarted, to_json
 from specviz.core.recording import read_recording
-from specviz.gui import app as APP
-from specviz.gui import controls as CONTROLS
-from specviz.gui import replay as REPLAY
-from specviz.gui import replay_bar as REPLAY_BAR
-from specviz.gui.app import MainWindow
-from specviz.gui.controls import FIELDS
-from specviz.gui.replay import ROUND_BY_ROUND, Replayer, open_pipe_reader, schedule
-from specviz.gui.replay_bar import BAR_POINT_SIZE
-from specviz.gui.run_view import RunView
+from specviz.gui.replay import player as REPLAY
+from specviz.gui.replay.player import ROUND_BY_ROUND, Replayer, open_pipe_reader, schedule
+from specviz.gui.views.run_view import RunView
+from specviz.gui.windows import app as APP
+from specviz.gui.windows import controls as CONTROLS
+from specviz.gui.windows import replay_bar as REPLAY_BAR
+from specviz.gui.windows.app import MainWindow
+from specviz.gui.windows.controls import FIELDS
+from specviz.gui.windows.replay_bar import BAR_POINT_SIZE
 from tests.gui.scripted import speculative_events
 from tests.gui.windows import tiny_window
 from tests.mutation import mutant
@@ -187,7 +187,7 @@ def test_step_back_then_forward_is_the_same_state(qtbot, cls: type = Replayer) -
 def test_a_followed_stream_is_live_and_scrubbing_back_pauses_it(qtbot,
                                                                  cls: type = Replayer) -> None:
     """Broken variant: scrubbing back in a stream leaves it following (it jumps to the end)."""
-    from specviz.gui.replay_bar import ReplayBar
+    from specviz.gui.windows.replay_bar import ReplayBar
 
     view = make_view(qtbot)
     r = cls(view, follow_s=0.0, speed=1.0)
@@ -429,7 +429,7 @@ def test_each_window_test_rejects_its_broken_variant(name: str, qtbot, settings_
     if name == "race files not detected":
         # A branch that also checks small files on the GUI thread (Stage.open_if_race): off
         # too, or it still finds race.jsonl.
-        from specviz.gui.stage import Stage
+        from specviz.gui.stage.stage import Stage
 
         monkeypatch.setattr(Stage, "open_if_race", lambda *args: False)
     broken = mutant(getattr(module, attr), *edits)
@@ -458,7 +458,7 @@ def make_window_with(qtbot, settings_store, tiny_pair, cls: type) -> MainWindow:
 def test_the_bar_is_not_clipped(qtbot, settings_store, tiny_pair, size: tuple[int, int],
                                 present: bool) -> None:
     """Broken variant: the bar's buttons sized for the normal type, not the zoomed one."""
-    from specviz.gui.zoom import presentation_factor
+    from specviz.gui.views.zoom import presentation_factor
     from tests.gui.layout_check import widget_problems
 
     w = make_window(qtbot, settings_store, tiny_pair)
@@ -488,7 +488,7 @@ def test_the_bar_is_not_clipped(qtbot, settings_store, tiny_pair, size: tuple[in
 
 def test_the_bar_test_rejects_its_broken_variant(qtbot, settings_store, tiny_pair,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from specviz.gui import replay_bar
+    from specviz.gui.windows import replay_bar
 
     broken = mutant(replay_bar.ReplayToolbar,
                     ("        zoom.changed.connect(bar.set_scale)\n", "        pass\n"))

@@ -11,9 +11,9 @@ import pytest
 
 from specviz.core.events import RunStarted
 from specviz.core.recording import read_recording
-from specviz.gui import replay
-from specviz.gui.replay import Replayer
-from specviz.gui.run_view import RunView
+from specviz.gui.replay import player, reader
+from specviz.gui.replay.player import Replayer
+from specviz.gui.views.run_view import RunView
 from tests.gui.windows import tiny_window
 from tests.mutation import mutant
 
@@ -60,7 +60,7 @@ def test_a_file_cut_by_a_crash_shows_its_events_and_where_it_ends(
     broken variant (follow whatever the file's age) waits on it first, "waiting for the
     run's next lines", for a run that will never come."""
     if broken:
-        monkeypatch.setattr(replay, "_changed_within", lambda path, seconds: True)
+        monkeypatch.setattr(reader, "_changed_within", lambda path, seconds: True)
     replayer = Replayer(view, interval_ms=0, follow_s=0.5 if broken else 30.0)
     try:
         message, said = replay_until_failed(qtbot, replayer, cut_file(tmp_path))
@@ -88,7 +88,7 @@ def test_a_bad_line_in_the_middle_keeps_every_event_before_it(
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b"\n".join(lines))
     if broken:
-        monkeypatch.setattr(replay, "_ReadJob", _drops_the_chunk(replay._ReadJob))
+        monkeypatch.setattr(player, "ReadJob", _drops_the_chunk(reader.ReadJob))
     replayer = Replayer(view, interval_ms=0, follow_s=0.0)
     try:
         message, _ = replay_until_failed(qtbot, replayer, path)

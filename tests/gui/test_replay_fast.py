@@ -14,9 +14,10 @@ import pytest
 
 from specviz.core import recording
 from specviz.core.events import Round, to_json
-from specviz.gui import replay
-from specviz.gui.replay import READ_SWITCH_S, Replayer
-from specviz.gui.run_view import RunView
+from specviz.gui.replay import player, reader
+from specviz.gui.replay.player import Replayer
+from specviz.gui.replay.reader import READ_SWITCH_S
+from specviz.gui.views.run_view import RunView
 from tests.gui.scripted import speculative_events
 from tests.mutation import mutant
 
@@ -35,10 +36,10 @@ def view(qtbot) -> RunView:
 
 def switch_while_reading(qtbot, view: RunView, monkeypatch, job_cls: type) -> tuple[float, float]:
     """The interpreter's switch interval while a reader thread waits on a pipe, and after."""
-    monkeypatch.setattr(replay, "_ReadJob", job_cls)
+    monkeypatch.setattr(player, "ReadJob", job_cls)
     r, w = os.pipe()
     replayer = Replayer(view, interval_ms=0, follow_s=0.0)
-    stream = replay.open_pipe_reader(r)
+    stream = reader.open_pipe_reader(r)
     try:
         events = speculative_events()
         replayer.open_stream(stream, "pipe")
@@ -68,10 +69,10 @@ def test_the_reader_thread_lets_the_gui_thread_have_the_gil_often(qtbot, view: R
     within READ_SWITCH_S, not the interpreter's 5 ms (that made 50-600 ms frames); after the
     reading the interpreter's own interval is back."""
     before = sys.getswitchinterval()
-    during, after = switch_while_reading(qtbot, view, monkeypatch, replay._ReadJob)
+    during, after = switch_while_reading(qtbot, view, monkeypatch, reader.ReadJob)
     assert during == READ_SWITCH_S < before and after == before
     # Broken: the reader leaves the interval alone.
-    broken = mutant(replay._ReadJob, ("_reading(True)", "pass"), ("_reading(False)", "pass"))
+    broken = mutant(reader.ReadJob, ("reading(True)", "pass"), ("reading(False)", "pass"))
     during, after = switch_while_reading(qtbot, view, monkeypatch, broken)
     assert during == before  # the test above would fail on it
 
@@ -80,7 +81,7 @@ def resets_replaying(qtbot, view: RunView, monkeypatch, tmp_path, replayer_cls: 
                      runs: int) -> tuple[int, Replayer]:
     """How many times the view was reset (a run's text, bars and plots cleared) replaying a
     file of ``runs`` short runs at full speed, 256 events handed over per tick."""
-    monkeypatch.setattr(replay, "MIN_BATCH", replay.LIVE_BATCH)  # no adapting to the clock
+    monkeypatch.setattr(player, "MIN_BATCH", player.LIVE_BATCH)  # no adapting to the clock
     events = speculative_events()
     path = tmp_path / "many.jsonl"
     path.write_text("".join(to_json(e) + "\n" for e in events) * runs, encoding="utf-8")
@@ -110,7 +111,7 @@ def test_runs_replaced_within_a_tick_are_passed_over(qtbot, view: RunView, monke
     """At full speed the view is handed the last run that starts in a tick's events, not every
     run before it (each a reset that no frame would show)."""
     runs = 40
-    per_tick = replay.LIVE_BATCH // len(speculative_events())
+    per_tick = player.LIVE_BATCH // len(speculative_events())
     assert per_tick >= 4
     begins, replayer = resets_replaying(qtbot, view, monkeypatch, tmp_path, Replayer, runs)
     assert begins <= runs // per_tick + 2 and replayer.skipped > 0
@@ -133,7 +134,7 @@ def _rests(monkeypatch, parse) -> tuple[float, float, list, list]:
             clock[0] += 0.001 * len(chunk) / 16384  # the work: 1 ms per 16 KiB
             return super().feed(chunk)
 
-    monkeypatch.setattr(replay.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(reader.time, "perf_counter", lambda: clock[0])
     waits: list[float] = []
 
     class Stopped:
@@ -141,7 +142,7 @@ def _rests(monkeypatch, parse) -> tuple[float, float, list, list]:
             waits.append(s)
             return False
 
-    job = replay._ReadJob(None, None, "x", False, 0.0, replay._Wake())
+    job = reader.ReadJob(None, None, "x", False, 0.0, reader.Wake())
     job.stopped = Stopped()
     events = parse(job, Reader(), data)
     monkeypatch.undo()
@@ -157,11 +158,11 @@ def test_the_reader_rests_so_the_gui_thread_gets_the_gil(monkeypatch, broken: bo
     """Parsing flat out, the reader thread held the GIL and each Qt call of the GUI thread
     waited to get it back (a 50 MB replay stalled p99 46 ms while read, 15 ms after). The
     reader parses a slice, then rests: its share of the time is READ_DUTY."""
-    parse = _parse_flat_out if broken else replay._ReadJob._parse
+    parse = _parse_flat_out if broken else reader.ReadJob._parse
     busy, rest, events, whole = _rests(monkeypatch, parse)
     assert events == whole  # slicing loses and reorders nothing
     share = busy / (busy + rest)
-    ok = abs(share - replay.READ_DUTY) < 0.05
+    ok = abs(share - reader.READ_DUTY) < 0.05
     assert ok != broken, f"the reader was busy {share:.0%} of the time"
 
 
@@ -170,13 +171,13 @@ def test_a_full_speed_tick_hands_over_one_frame_of_tokens(qtbot, view: RunView, 
                                                           monkeypatch, broken: bool) -> None:
     """Handed more than a frame appends, the view's backlog held rounds for frames (latency
     p95 53 ms); each tick now hands at most FRAME_FRAGMENTS tokens (one round at least)."""
-    from specviz.gui.run_view import FRAME_FRAGMENTS, fragments
+    from specviz.gui.views.run_view import FRAME_FRAGMENTS, fragments
 
     if broken:
-        monkeypatch.setattr(replay, "FRAME_FRAGMENTS", 10**9)
+        monkeypatch.setattr(player, "FRAME_FRAGMENTS", 10**9)
     # Ticks that come late (a loaded machine) shrink the batch, and with it what the broken
     # variant hands over (68 tokens once, in a CI run beside other work): no tick is late here.
-    monkeypatch.setattr(replay, "FRAME_BUDGET_S", 1e9)
+    monkeypatch.setattr(player, "FRAME_BUDGET_S", 1e9)
     started, *rounds, finished = speculative_events()
     many = [dataclasses.replace(rounds[i % 4], index=i) for i in range(400)]
     path = tmp_path / "many.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.core.record import RunRecord, expected_speedup, expected_tokens_per_round
-from specviz.gui.style import FATES, STREAM_KINDS, special_marker, token_label
+from specviz.gui.look.style import FATES, STREAM_KINDS, special_marker, token_label
 from tests.gui.scripted import speculative_events
 
 

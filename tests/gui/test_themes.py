@@ -22,7 +22,7 @@ import pytest
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
-from specviz.gui.themes import (
+from specviz.gui.look.themes import (
     DARK,
     HIGH_CONTRAST,
     LIGHT,
@@ -104,7 +104,7 @@ def test_unknown_saved_theme_is_light() -> None:
 
 @pytest.fixture
 def window(qtbot, settings_store):
-    from specviz.gui.app import MainWindow
+    from specviz.gui.windows.app import MainWindow
 
     w = MainWindow(loader=None, settings=settings_store, autoload=False)
     qtbot.addWidget(w)
@@ -176,7 +176,7 @@ def test_a_theme_reaches_every_view(window, settings_store) -> None:
 
 
 def test_theme_is_remembered_and_cycles_while_presenting(window, settings_store, qtbot) -> None:
-    from specviz.gui.app import MainWindow
+    from specviz.gui.windows.app import MainWindow
 
     window.theme_actions["contrast"].trigger()
     assert settings_store.value("view/theme") == "contrast"
@@ -224,7 +224,7 @@ def _button_inks(qtbot, theme) -> tuple[float, float]:
     """(enabled, disabled): how strongly a push button's text stands out, as drawn."""
     from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
-    from specviz.gui.themes import apply_palette
+    from specviz.gui.look.themes import apply_palette
 
     holder = QWidget()
     qtbot.addWidget(holder)
@@ -264,7 +264,7 @@ def test_disabled_buttons_look_disabled(qtbot, theme) -> None:
 @pytest.mark.parametrize("theme", [DARK, HIGH_CONTRAST], ids=["dark", "contrast"])
 def test_old_disabled_grey_is_caught(qtbot, monkeypatch, theme) -> None:
     """The broken variant: disabled text in the captions' muted grey (as before)."""
-    from specviz.gui import themes
+    from specviz.gui.look import themes
     from tests.mutation import mutant
 
     monkeypatch.setattr(themes, "palette", mutant(
@@ -278,7 +278,7 @@ def _box_pixels(qtbot, theme, marked: bool = True) -> int:
     """Pixels of an unchecked check box's indicator that stand out from the window (≥ 3:1)."""
     from PySide6.QtWidgets import QCheckBox, QStyle, QStyleOptionButton, QVBoxLayout, QWidget
 
-    from specviz.gui.themes import apply_palette, mark_check_boxes
+    from specviz.gui.look.themes import apply_palette, mark_check_boxes
 
     holder = QWidget()
     qtbot.addWidget(holder)
@@ -318,7 +318,7 @@ def test_the_prompt_box_has_a_visible_edge_in_every_theme(window) -> None:
     (black box on a black window: no edge)."""
     import re
 
-    from specviz.gui.themes import THEMES, contrast_ratio, prompt_style
+    from specviz.gui.look.themes import THEMES, contrast_ratio, prompt_style
 
     for theme in THEMES.values():
         border = re.search(r"border: 2px solid (#[0-9A-Fa-f]{6})", prompt_style(theme))

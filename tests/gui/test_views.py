@@ -8,10 +8,7 @@ from PySide6.QtGui import QColor, QHelpEvent
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from specviz.core.events import Round, RunFailed, from_json, to_json
-from specviz.gui.bars import candidates
-from specviz.gui.run_view import RunView
-from specviz.gui.stats import AcceptanceView
-from specviz.gui.style import (
+from specviz.gui.look.style import (
     FATES,
     P_COLOR,
     Q_COLOR,
@@ -19,6 +16,9 @@ from specviz.gui.style import (
     STREAM_POINT_SIZE,
     token_label,
 )
+from specviz.gui.views.bars import candidates
+from specviz.gui.views.run_view import RunView
+from specviz.gui.views.stats import AcceptanceView
 from tests.gui.scripted import EXPECTED_TOKENS, PROMPT, baseline_events, speculative_events
 
 # The offscreen platform says so when a window with size limits, or a tooltip, is shown.
@@ -359,8 +359,8 @@ def test_the_stream_follows_the_output_under_a_long_prompt(qtbot, stream_cls: ty
                                                            ) -> None:
     import dataclasses
 
-    from specviz.gui import stream as stream_module
-    from specviz.gui.demo import PARAGRAPH
+    from specviz.gui.views import stream as stream_module
+    from specviz.gui.windows.demo import PARAGRAPH
 
     view = stream_module.TokenStreamView() if stream_cls is None else stream_cls()
     qtbot.addWidget(view)
@@ -383,7 +383,7 @@ def test_the_stream_follows_the_output_under_a_long_prompt(qtbot, stream_cls: ty
 
 def test_the_old_follow_rule_is_rejected(qtbot) -> None:
     """The broken variant: follow only when already at the bottom (a long prompt never is)."""
-    from specviz.gui import stream as stream_module
+    from specviz.gui.views import stream as stream_module
     from tests.mutation import mutant
 
     broken = mutant(stream_module.TokenStreamView,

@@ -231,7 +231,7 @@ def test_automatic_collection_is_off_and_the_event_loop_collects(qtbot) -> None:
     import gc
     import weakref
 
-    from specviz.gui.app import make_app
+    from specviz.gui.windows.app import make_app
 
     make_app()
     assert not gc.isenabled()

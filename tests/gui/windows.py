@@ -7,9 +7,9 @@ from typing import Any
 
 def tiny_window(qtbot: Any, settings_store: Any, pair: Any, cls: type | None = None) -> Any:
     """A MainWindow (or ``cls``, a broken variant of it) whose loader returns ``pair``; not
-    loaded yet. ``specviz.gui.app.MainWindow`` is looked up at call time, so a test that
+    loaded yet. ``specviz.gui.windows.app.MainWindow`` is looked up at call time, so a test that
     patches it gets its variant here too."""
-    from specviz.gui import app
+    from specviz.gui.windows import app
 
     w = (cls or app.MainWindow)(loader=lambda *a, **k: pair, settings=settings_store,
                                 autoload=False)

@@ -40,15 +40,14 @@ from specviz.core.errors import InputError
 from specviz.core.events import Event, RunFailed, RunFinished, Settings, to_json
 from specviz.core.race import as_race
 from specviz.core.run import Request, check
-
-from .race_view import RaceView
-from .themes import Theme, apply_palette
+from specviz.gui.look.themes import Theme, apply_palette
+from specviz.gui.stage.race_view import RaceView
 
 if TYPE_CHECKING:  # types only: these never import this module, and app imports them anyway
-    from .controls import ControlsPanel
-    from .replay import Replayer
-    from .run_view import RunView
-    from .worker import DecodeController, PairSpec
+    from specviz.gui.replay.player import Replayer
+    from specviz.gui.views.run_view import RunView
+    from specviz.gui.windows.controls import ControlsPanel
+    from specviz.gui.worker import DecodeController, PairSpec
 
 RACE_KEY = "F7"
 
@@ -257,8 +256,8 @@ def _say(window: StageHost, message: str) -> None:
 
 def export_plot(window: StageHost, kind: str, suffix: str) -> str:
     """Ask for a path, then export the shown round's p/q panel ("pq-panel") or the acceptance
-    plots ("acceptance") as PNG or SVG (gui/export.py); the path, or "" if none was made."""
-    from . import export
+    plots ("acceptance") as PNG or SVG (gui/stage/export.py); the path, or "" if none was made."""
+    from specviz.gui.stage import export
 
     name = f"{kind}.{suffix}"
     path = _ask_path(window, f"Export {kind} as {suffix.upper()}", name,
@@ -360,7 +359,7 @@ class ExportProgress(QObject):
     def start(self, events: list[Event], path: str, reference: Any = None) -> bool:
         """Begin exporting ``events`` as a GIF at ``path`` (False: one already runs, or the
         path cannot be written, said in the window)."""
-        from .export import PROJECTOR, AnimationJob
+        from specviz.gui.stage.export import PROJECTOR, AnimationJob
 
         if self.running:
             _say(self.window, "A GIF export is running: wait for it, or cancel it first.")
@@ -418,7 +417,7 @@ def build_export_menu(window: StageHost, race_window: RaceWindow,
                       progress: ExportProgress) -> QMenu:
     """File → Export: the shown round's p/q panel, the acceptance plots, the transcript, GIFs
     (one GIF at a time, through ``progress``)."""
-    from . import export
+    from specviz.gui.stage import export
 
     menu = QMenu("&Export", window)
 
@@ -588,7 +587,7 @@ class Stage(QObject):
         return open_race_recording(self.window, self.race_window, path, self.failed.emit)
 
     def set_theme(self, theme: Theme) -> None:
-        """The race window in ``theme`` (the main window's own: gui/themes.py)."""
+        """The race window in ``theme`` (the main window's own: gui/look/themes.py)."""
         apply_palette(self.race_window, theme)
         self.race_window.view.set_theme(theme)
 

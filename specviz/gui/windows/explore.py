@@ -1,6 +1,6 @@
 """Explore window: a K sweep against the theory, and a lineup of settings on one clock.
 
-    python -m specviz.gui.explore [--draft …] [--target …]
+    python -m specviz.gui.windows.explore [--draft …] [--target …]
 
 Both run on one worker QObject on its own QThread (the window never blocks): a sweep
 streams its points as they finish (the plot fills in live), shows progress and an estimate
@@ -871,7 +871,7 @@ class ExploreWindow(QMainWindow):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m specviz.gui.explore", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m specviz.gui.windows.explore", description=__doc__)
     p.add_argument("--draft")
     p.add_argument("--target")
     p.add_argument("--device", default="auto")

@@ -21,15 +21,14 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, TopN
-
-from .style import (
+from specviz.gui.look.style import (
     FATES,
     PLOT_POINT_SIZE,
     configure_plots,
     fmt_prob,
     token_label,
 )
-from .themes import LIGHT, Theme, style_plot
+from specviz.gui.look.themes import LIGHT, Theme, style_plot
 
 configure_plots()
 
@@ -141,7 +140,7 @@ class BarPanel:
     """One plot: horizontal bars, token labels on the left axis; made once, updated in place."""
 
     def __init__(self, font: QFont, scale: float = 1.0) -> None:
-        self.scale = scale  # zoom (gui/zoom.py): fonts, axis width and title size follow it
+        self.scale = scale  # zoom (gui/views/zoom.py): fonts, axis width and title size follow it
         self.title_lines = 3  # two in presentation mode (RoundBarsView.set_fit)
         self.plot = pg.PlotItem()
         self.plot.setMenuEnabled(False)

@@ -24,15 +24,14 @@ from PySide6.QtWidgets import (
 
 from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
 from specviz.core.record import RunRecord
-
-from .bars import RoundBarsView
-from .glossary import legend_tooltip
-from .labels import TOOLTIP_CHARS, breakable, capped, k_text
-from .staging import StagePanel, Stager
-from .stats import AcceptanceView, SpeedView
-from .stream import TokenStreamView
-from .style import FATES, STREAM_KINDS, STREAM_POINT_SIZE, UI_POINT_SIZE
-from .themes import LIGHT, Theme, apply_palette
+from specviz.gui.look.style import FATES, STREAM_KINDS, STREAM_POINT_SIZE, UI_POINT_SIZE
+from specviz.gui.look.themes import LIGHT, Theme, apply_palette
+from specviz.gui.views.bars import RoundBarsView
+from specviz.gui.views.glossary import legend_tooltip
+from specviz.gui.views.labels import TOOLTIP_CHARS, breakable, capped, k_text
+from specviz.gui.views.staging import StagePanel, Stager
+from specviz.gui.views.stats import AcceptanceView, SpeedView
+from specviz.gui.views.stream import TokenStreamView
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
@@ -129,7 +128,7 @@ class RunView(QWidget):
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.theme = LIGHT  # set_theme
         self.banner.setStyleSheet(self._banner_css(LIGHT))
-        # Sizes as fonts, not in the style sheet: zoom (gui/zoom.py) scales widget fonts.
+        # Sizes as fonts, not in the style sheet: zoom (gui/views/zoom.py) scales widget fonts.
         banner_font = QFont(ui_font)
         banner_font.setPointSize(15)
         self.banner.setFont(banner_font)
@@ -238,7 +237,8 @@ class RunView(QWidget):
                 "padding: 6px; }")
 
     def set_theme(self, theme: Theme) -> None:
-        """Every view of the run in ``theme`` (gui/themes.py): palette, text, plots, banners."""
+        """Every view of the run in ``theme`` (gui/look/themes.py): palette, text, plots,
+        banners."""
         self.theme = theme
         apply_palette(self, theme)
         self.legend.setText(legend_html(theme, notes=not self.presenting))

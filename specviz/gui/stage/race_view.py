@@ -28,14 +28,13 @@ from PySide6.QtWidgets import (
 
 from specviz.core.events import Event
 from specviz.core.race import Race, Side, as_race, race_so_far
-
-from .geometry import available
-from .labels import k_text
-from .run_view import legend_html
-from .stream import REJECTED_SCALE, TokenStreamView
-from .style import BLUISH_GREEN, FATES, GREY, INK, VERMILLION, char_format
-from .themes import LIGHT, Theme, apply_palette
-from .zoom import BASE_PT
+from specviz.gui.geometry import available
+from specviz.gui.look.style import BLUISH_GREEN, FATES, GREY, INK, VERMILLION, char_format
+from specviz.gui.look.themes import LIGHT, Theme, apply_palette
+from specviz.gui.views.labels import k_text
+from specviz.gui.views.run_view import legend_html
+from specviz.gui.views.stream import REJECTED_SCALE, TokenStreamView
+from specviz.gui.views.zoom import BASE_PT
 
 FRAME_MS = 33
 REFERENCE = QSize(1600, 950)  # the window the race's type is made for (scale 1)

@@ -10,8 +10,7 @@ from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from specviz.core.record import RunRecord, SpeedStats
-
-from .style import (
+from specviz.gui.look.style import (
     BLUE,
     GREY,
     ORANGE,
@@ -21,7 +20,7 @@ from .style import (
     VERMILLION,
     configure_plots,
 )
-from .themes import LIGHT, Theme, style_plot
+from specviz.gui.look.themes import LIGHT, Theme, style_plot
 
 configure_plots()
 

@@ -28,11 +28,10 @@ from PySide6.QtWidgets import QApplication, QWidget
 from specviz.core.events import DraftPosition, Event, ExtraToken, Round, RunStarted
 from specviz.core.race import as_race
 from specviz.core.record import RunRecord
-
-from .bars import RoundBarsView
-from .labels import k_text
-from .stats import AcceptanceView
-from .style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_marks
+from specviz.gui.look.style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_marks
+from specviz.gui.views.bars import RoundBarsView
+from specviz.gui.views.labels import k_text
+from specviz.gui.views.stats import AcceptanceView
 
 PROJECTOR = (1920, 1080)
 PROJECTOR_SCALE = 1.5  # at 1920 px wide: 20 pt stream text -> 40 px, 12 pt labels -> 24 px
@@ -334,7 +333,7 @@ def plan_animation(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
 
 
 def _race_view(events: list[Event]) -> QWidget:
-    from .race_view import RaceView
+    from specviz.gui.stage.race_view import RaceView
 
     race_view = RaceView()
     race_view.controls_row.hide()
@@ -362,7 +361,7 @@ def _race_frames(events: list[Event], times: list[float],
 
 def _slide_run_view(size: tuple[int, int], reference: Any = None) -> Any:
     """A RunView laid out as a slide: no buttons, no scroll bars, every p/q panel whole."""
-    from .run_view import RunView
+    from specviz.gui.views.run_view import RunView
 
     view = RunView(frame_ms=1_000_000)  # frames are drawn by hand
     view.timer.stop()
@@ -687,11 +686,12 @@ __all__ = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exports from a recording, without loading any model (``python -m specviz.gui.export``)."""
+    """Exports from a recording, without loading any model
+    (``python -m specviz.gui.stage.export``)."""
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m specviz.gui.export",
+        prog="python -m specviz.gui.stage.export",
         description="Slides from a recording: the last frame as PNG, the run or race as a GIF, "
                     "the transcript as HTML, the acceptance plots as PNG/SVG.")
     parser.add_argument("recording", help="a .jsonl recording (a race plays as a race)")
@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc) if args.recording in str(exc) else f"{args.recording}: {exc}")
     if not any(isinstance(e, RunStarted) for e in events):
         return _fail(f"{args.recording} holds no run (no run_started event)")
-    from .startup import make_app
+    from specviz.gui.startup import make_app
 
     app = make_app()
     try:
@@ -750,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(message: str) -> int:
     """One line on stderr, exit code 2 (the CLI's convention for bad input)."""
-    print(f"python -m specviz.gui.export: error: {message}", file=sys.stderr)
+    print(f"python -m specviz.gui.stage.export: error: {message}", file=sys.stderr)
     return 2
 
 

@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QFont, QKeySequence
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QMenu, QTextBrowser, QVBoxLayout, QWidget
 
-from .style import FATES, STREAM_KINDS, UI_POINT_SIZE
-from .themes import LIGHT, Theme
+from specviz.gui.look.style import FATES, STREAM_KINDS, UI_POINT_SIZE
+from specviz.gui.look.themes import LIGHT, Theme
 
 # (term, meaning). Each fate's colour is drawn as in the stream (the term is its sample).
 FATE_MEANINGS = {

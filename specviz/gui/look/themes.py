@@ -2,7 +2,7 @@
 
 A theme is a table of colours; every view takes one through ``set_theme(theme)`` and draws
 with it from then on. The fates keep their decorations (strike, underline, overline, bold,
-italic: gui/style.py) in every theme, so hue is never the only cue. The checks the tests run
+italic: gui/look/style.py) in every theme, so hue is never the only cue. The checks the tests run
 are here too, as plain functions: the WCAG contrast ratio of each fate's text on its
 background, and the colour distance between fates as a deuteranope, a protanope and a
 tritanope see them (Machado, Oliveira & Fernandes 2009, severity 1, in CIELAB).
@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence, QPalette
 from PySide6.QtWidgets import QMainWindow, QWidget
 
-from .style import (
+from specviz.gui.look.style import (
     BLUE,
     BONUS_COLOR,
     FATES,
@@ -269,7 +269,7 @@ def distance(a: str, b: str, vision: str = "normal") -> float:
 MIN_TEXT_CONTRAST = {"light": 4.5, "dark": 4.5, "contrast": 7.0}
 MIN_DISTANCE = 12.0  # ΔE between any two fates (or bars, or lines) under each vision
 # ΔE of a colour from the ground it stands on: the light theme's pale tints are close to
-# white for a protanope (bonus: 9); their decorations (gui/style.py) carry them as well.
+# white for a protanope (bonus: 9); their decorations (gui/look/style.py) carry them as well.
 MIN_GROUND = 8.0
 
 

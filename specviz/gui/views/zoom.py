@@ -15,8 +15,8 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QWheelEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
-from .run_view import RunView
-from .style import PLOT_POINT_SIZE, STREAM_POINT_SIZE, UI_POINT_SIZE
+from specviz.gui.look.style import PLOT_POINT_SIZE, STREAM_POINT_SIZE, UI_POINT_SIZE
+from specviz.gui.views.run_view import RunView
 
 MIN_FACTOR = 0.6
 MAX_FACTOR = 4.0

@@ -18,15 +18,14 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from specviz.core.events import Round
-
-from .bars import LABEL_CHARS, RoundBarsView, candidates, top_candidates
-from .style import (
+from specviz.gui.look.style import (
     FATES,
     PLOT_POINT_SIZE,
     fmt_prob,
     token_label,
 )
-from .themes import LIGHT, contrast_ratio
+from specviz.gui.look.themes import LIGHT, contrast_ratio
+from specviz.gui.views.bars import LABEL_CHARS, RoundBarsView, candidates, top_candidates
 
 GREYED = "#C8C8C8"
 SUB = "₀₁₂₃₄₅₆₇₈₉"

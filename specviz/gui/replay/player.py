@@ -1,5 +1,7 @@
 """Replays: a recording as an event source beside the decoding worker, feeding the same RunView.
 
+This module is the player; the reading is :mod:`specviz.gui.replay.reader`.
+
 A recording is read and checked (:mod:`specviz.core.recording`) on a reader thread, never
 on the GUI thread, so a 50 MB file does not freeze the window. The source may be a file, a
 file still being written (followed until its run ends), or a pipe such as standard input
@@ -14,7 +16,7 @@ frame at most) for a pipe, a followed file that caught up, or ``interval_ms=0``.
 
 Every event read is kept, so a replay can pause, step a round either way and seek: a seek
 back clears the view with the run's own RunStarted and applies the run's events up to there
-again, so the view after a seek is the view that playing reaches (gui/replay_bar.py has the
+again, so the view after a seek is the view that playing reaches (gui/windows/replay_bar.py has the
 controls). A file that holds a race (a speculative run, then the target alone) can go to the
 race window instead (``detect_races``).
 
@@ -26,12 +28,8 @@ before the replay (still queued when it opened); a live run that starts stops th
 from __future__ import annotations
 
 import bisect
-import copy
 import math
-import os
-import queue
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,12 +39,21 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from specviz.core.events import Event, Round, RunFailed, RunStarted
 from specviz.core.race import as_race
-from specviz.core.recording import RecordingError, RecordingReader, ended_early
+from specviz.core.recording import RecordingError, ended_early
+from specviz.gui.replay.reader import (
+    CAUGHT_UP,
+    END,
+    ERROR,
+    EVENTS,
+    PENDING_MAX,
+    STDIN,
+    WAITING,
+    ReadJob,
+    Wake,
+    open_pipe_reader,
+)
+from specviz.gui.views.run_view import FRAME_FRAGMENTS, fragments
 
-from .run_view import FRAME_FRAGMENTS, fragments
-
-STDIN = "-"
-CHUNK = 256 * 1024  # bytes per read: a few hundred rounds
 LIVE_TICK_MS = 10  # how often events that arrived are handed over
 # Events handed to the view per tick at most. A frame's fixed cost (painting the plots)
 # dominates at small batches and the stream's text at large ones, so the batch adapts: it
@@ -54,224 +61,6 @@ LIVE_TICK_MS = 10  # how often events that arrived are handed over
 LIVE_BATCH = 256
 MIN_BATCH = 8
 FRAME_BUDGET_S = 0.025  # a tick later than this: the frame before it was long, hand less
-FOLLOW_POLL_S = 0.05  # how often a followed file is checked for new lines
-# The reader parses in slices of at most READ_SLICE_S and then rests, so that it holds the
-# GIL at most READ_DUTY of the time. Reading flat out, every Qt call of the GUI thread that
-# lets go of the GIL waited to get it back: a 50 MB replay at full speed stalled p99 46 ms
-# while its file was being read and 15 ms after (benchmarks/ui_latency.py). At 0.4 the same
-# replay stalls p99 26 ms and plays 730 events/s (0.3: 17 ms, 620-720/s; 0.5: 24-26 ms,
-# 1,035/s): the reader, not the drawing, then sets a full-speed replay's pace.
-READ_SLICE_S = 0.002
-READ_DUTY = 0.4
-PIECE = 16 * 1024  # bytes parsed between two looks at the clock (a few rounds)
-PENDING_MAX = 512  # events taken from the reader ahead of the view; then the reader waits
-
-# While a reader thread parses, the interpreter switches threads this often (seconds) instead
-# of every 5 ms. Each Qt call that lets go of the GIL waits, to get it back, until the busy
-# reader is made to drop it: at 5 ms a frame of a few dozen such calls stalled 50-600 ms (a
-# 50 MB replay at full speed: stalls p99 80 ms); at 0.5 ms less (p99 46 ms while reading),
-# and with the reader resting between slices (READ_DUTY, above) little.
-READ_SWITCH_S = 0.0005
-_switch_lock = threading.Lock()
-_switch_users = 0
-_switch_saved = 0.005
-
-
-def _reading(on: bool) -> None:
-    """A reader thread starts (True) or ends (False): the short switch interval holds while
-    any reads; the interpreter's own comes back after the last."""
-    global _switch_users, _switch_saved
-    with _switch_lock:
-        if on:
-            if _switch_users == 0:
-                _switch_saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(_switch_saved, READ_SWITCH_S))
-            _switch_users += 1
-        else:
-            _switch_users -= 1
-            if _switch_users == 0:
-                sys.setswitchinterval(_switch_saved)
-
-
-# What the reader thread puts on the queue.
-_EVENTS, _WAITING, _CAUGHT_UP, _END, _ERROR = "events", "waiting", "caught_up", "end", "error"
-
-
-class _Wake(QObject):
-    """Lives on the GUI thread; the reader thread emits ``ready`` (queued) when it put something."""
-
-    ready = Signal()
-
-
-class _ReadJob:
-    """One reading of one source, on its own daemon thread; ``stop`` abandons it.
-
-    A daemon thread, not a QThread: a read from a pipe blocks until data comes, and an
-    abandoned reader must neither hold up quitting nor outlive a QThread object.
-    """
-
-    def __init__(self, stream: IO[bytes] | None, path: str | None, name: str, live: bool,
-                 follow_s: float, wake: _Wake) -> None:
-        self.stream, self.path, self.name = stream, path, name
-        self.live, self.follow_s = live, follow_s
-        # Batches read ahead (~2 MB of lines); the reader waits when the window is behind.
-        self.items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=8)
-        self.stopped = threading.Event()
-        self.wake = wake  # referenced here, so it lives as long as the thread
-        self._pending = threading.Event()  # a wake-up is on its way; don't send another
-        self.thread = threading.Thread(target=self._run, name=f"specviz-replay {name}",
-                                       daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stopped.set()
-
-    def take(self, limit: int) -> list[tuple[str, Any]]:
-        """Up to ``limit`` items the reader has put (GUI thread)."""
-        self._pending.clear()
-        out = []
-        while len(out) < limit:
-            try:
-                out.append(self.items.get_nowait())
-            except queue.Empty:
-                break
-        return out
-
-    # -- the reader thread --------------------------------------------------------------
-
-    def _put(self, kind: str, value: Any = None) -> bool:
-        """Queue an item, waiting while the GUI is behind; False once stopped."""
-        while not self.stopped.is_set():
-            try:
-                self.items.put((kind, value), timeout=0.1)
-            except queue.Full:
-                continue
-            if not self._pending.is_set():
-                self._pending.set()
-                self.wake.ready.emit()
-            return True
-        return False
-
-    def _run(self) -> None:
-        _reading(True)
-        try:
-            self._read()
-        finally:
-            _reading(False)
-
-    def _read(self) -> None:
-        reader = RecordingReader()
-        try:
-            # Unbuffered: a raw read holds no lock of the stream's (see _pump).
-            stream = self.stream if self.stream is not None else \
-                open(self.path or "", "rb", buffering=0)  # noqa: SIM115
-        except OSError as exc:
-            self._put(_ERROR, f"cannot open it: {exc.strerror or exc}")
-            return
-        try:
-            self._pump(stream, reader)
-        except RecordingError as exc:  # the good events before the bad line show first
-            if exc.events and not self._put(_EVENTS, (exc.events, time.monotonic())):
-                return
-            self._put(_ERROR, exc)
-        except (OSError, ValueError) as exc:  # a read error, a stream closed under us
-            self._put(_ERROR, f"reading failed: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a bug here must still end the replay
-            self._put(_ERROR, f"{type(exc).__name__}: {exc}")
-        finally:
-            if self.stream is None:
-                stream.close()
-
-    def _pump(self, stream: IO[bytes], reader: RecordingReader) -> None:
-        # A pipe: whatever has arrived. Through its file descriptor when it has one: a
-        # daemon thread blocked inside a BufferedReader (sys.stdin.buffer) holds its lock,
-        # and the interpreter aborts at exit ("could not acquire lock … at interpreter
-        # shutdown", SIGABRT) when it flushes the standard streams.
-        fd = _fileno(stream)
-        if fd is not None:
-            def read(n: int) -> bytes:
-                return os.read(fd, n)
-        else:
-            read = getattr(stream, "read1", stream.read)
-        idle_since: float | None = None
-        caught_up = self.live
-        while not self.stopped.is_set():
-            chunk = read(CHUNK)
-            if chunk:
-                idle_since = None
-                events = self._parse(reader, chunk)
-                if events and not self._put(_EVENTS, (events, time.monotonic())):
-                    return
-                continue
-            # End of what there is. A pipe has ended; a file may still be written to: it
-            # is followed until it has been still for follow_s (one cut short by a crash
-            # long ago ends at once, with what it holds and where it stops).
-            if self.path is not None and self.follow_s > 0 and not _ends_here(reader) \
-                    and _changed_within(self.path, self.follow_s):
-                now = time.monotonic()
-                if idle_since is None:
-                    idle_since = now
-                    if not caught_up:
-                        caught_up = True
-                        self._put(_CAUGHT_UP)
-                    self._put(_WAITING)
-                if now - idle_since < self.follow_s:
-                    self.stopped.wait(FOLLOW_POLL_S)
-                    continue
-            events = reader.close()
-            if events:
-                self._put(_EVENTS, (events, time.monotonic()))
-            self._put(_END, reader.line)
-            return
-
-    def _parse(self, reader: RecordingReader, chunk: bytes) -> list[Event]:
-        """The events in ``chunk``, parsed a slice at a time with rests between (READ_DUTY)."""
-        events: list[Event] = []
-        start = time.perf_counter()
-        for at in range(0, len(chunk), PIECE):
-            try:
-                events.extend(reader.feed(chunk[at:at + PIECE]))
-            except RecordingError as exc:  # this chunk's good events go with the error
-                exc.events = events + exc.events
-                raise
-            busy = time.perf_counter() - start
-            if busy >= READ_SLICE_S:
-                if self.stopped.wait(busy * (1 - READ_DUTY) / READ_DUTY):
-                    break
-                start = time.perf_counter()
-        return events
-
-
-def _fileno(stream: IO[bytes]) -> int | None:
-    """The stream's file descriptor, if it has one (the stream must not have been read yet:
-    what a buffered stream holds already would be skipped)."""
-    try:
-        return stream.fileno()
-    except (AttributeError, OSError, ValueError):  # BytesIO and the like
-        return None
-
-
-def _changed_within(path: str, seconds: float) -> bool:
-    """Whether the file was written to in the last ``seconds`` (it may still be growing)."""
-    try:
-        return time.time() - os.stat(path).st_mtime < seconds
-    except OSError:
-        return False
-
-
-def _ends_here(reader: RecordingReader) -> bool:
-    """Whether the input may end here: no run open, counting a last line with no newline."""
-    if reader.complete:
-        return True
-    probe = copy.deepcopy(reader)
-    try:
-        probe.close()
-    except RecordingError:
-        return False
-    return True
-
 
 ROUND_BY_ROUND = 0.0  # a speed: no clock, a round only on Step (F10, the clicker)
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)  # times the recorded timing
@@ -350,14 +139,14 @@ class Replayer(QObject):
         self.name = ""
         self.count = 0
         self.skipped = 0  # events of runs replaced within one tick at full speed: not drawn
-        self._job: _ReadJob | None = None
+        self._job: ReadJob | None = None
         self._live = False  # hand events over as they come (not one per interval)
         self._deciding = False  # holding a file's first events: is it a race?
         self._batch = MIN_BATCH  # events per tick when live; adapts to the frames' cost
         self._last_tick: float | None = None
         self._ended = False  # the reader is done: ``events`` is the whole recording
         self._done = False  # ``finished`` was emitted for what is known
-        self._wake = _Wake()
+        self._wake = Wake()
         self._wake.ready.connect(self._on_ready, Qt.ConnectionType.QueuedConnection)
         self.timer = QTimer(self)
         self.timer.setInterval(interval_ms)
@@ -387,12 +176,12 @@ class Replayer(QObject):
             return
         self._begin(Path(path).name, live=self.interval_ms == 0)
         self._deciding = self.detect_races
-        self._start_job(_ReadJob(None, path, self.name, self._live, self.follow_s, self._wake))
+        self._start_job(ReadJob(None, path, self.name, self._live, self.follow_s, self._wake))
 
     def open_stream(self, stream: IO[bytes], name: str) -> None:
         """Replay a pipe or any binary stream, showing events as they arrive."""
         self._begin(name, live=True)
-        self._start_job(_ReadJob(stream, None, name, True, 0.0, self._wake))
+        self._start_job(ReadJob(stream, None, name, True, 0.0, self._wake))
 
     def start(self, events: list[Event]) -> None:
         """Replay events already in memory (checked by whoever built them)."""
@@ -610,7 +399,7 @@ class Replayer(QObject):
         self.progressed.emit(f"Replaying {name}…")
         self.changed.emit()
 
-    def _start_job(self, job: _ReadJob) -> None:
+    def _start_job(self, job: ReadJob) -> None:
         self._job = job
         job.start()
 
@@ -667,18 +456,18 @@ class Replayer(QObject):
             if not items:
                 return
             kind, value = items[0]
-            if kind == _EVENTS:
+            if kind == EVENTS:
                 events, _read_at = value
                 self._add(events)
-            elif kind == _CAUGHT_UP:  # a followed file: from now on, as the lines come
+            elif kind == CAUGHT_UP:  # a followed file: from now on, as the lines come
                 self._live = True
                 self.timer.setInterval(LIVE_TICK_MS)
-            elif kind == _WAITING:
+            elif kind == WAITING:
                 self.progressed.emit(f"Following {self.name}: waiting for the run's next "
                                      "lines (Stop ends it)")
-            elif kind == _END:
+            elif kind == END:
                 self._job, self._ended = None, True
-            elif kind == _ERROR:
+            elif kind == ERROR:
                 self._job, self._ended = None, True
                 if isinstance(value, RecordingError):  # where and why it ends; what shows
                     value = ended_early(value, len(self.events))
@@ -818,10 +607,6 @@ class Replayer(QObject):
         self.failed.emit(failure)
         self.finished.emit()
 
-
-def open_pipe_reader(fd: int) -> IO[bytes]:
-    """A binary stream on a file descriptor (tests, and callers with their own pipe)."""
-    return os.fdopen(fd, "rb", buffering=0)
 
 
 __all__ = ["ROUND_BY_ROUND", "SPEEDS", "STDIN", "Replayer", "open_pipe_reader", "recorded_delays",

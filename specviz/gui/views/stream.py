@@ -21,9 +21,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from specviz.core.events import DraftPosition, ExtraToken, Round, RunStarted
-
-from .prompt_text import visible_prompt
-from .style import (
+from specviz.gui.look.style import (
     FATES,
     INK,
     char_format,
@@ -33,7 +31,8 @@ from .style import (
     token_label,
     with_newline_marks,
 )
-from .themes import LIGHT, Theme, apply_palette
+from specviz.gui.look.themes import LIGHT, Theme, apply_palette
+from specviz.gui.views.prompt_text import visible_prompt
 
 REJECTED_SCALE = 0.65  # size of a struck rejected draft, relative to the stream's text
 # Who drafted a token, in words (tooltips). A token not drafted by the draft model gets a
@@ -107,8 +106,8 @@ class TokenStreamView(QTextEdit):
         struck = self._formats["rejected"]
         struck.setFontPointSize(struck.fontPointSize() * REJECTED_SCALE)
         self._cursor = QTextCursor(self.document())
-        self.scale = 1.0  # zoom (gui/zoom.py)
-        self.theme = LIGHT  # gui/themes.py: set_theme
+        self.scale = 1.0  # zoom (gui/views/zoom.py)
+        self.theme = LIGHT  # gui/look/themes.py: set_theme
         # Follow the newest text until the user scrolls up; scrolling back down follows again.
         self.following = True
         self._scrolling = False  # our own scroll, not the user's

@@ -6,7 +6,7 @@ from PySide6.QtCore import QLocale, QModelIndex, QObject, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QComboBox, QStyledItemDelegate
 
-from .worker import AVAILABILITY_MARKS
+from specviz.gui.worker import AVAILABILITY_MARKS
 
 COLOURS = {"bundled": "#2E8B57", "local": "#2E8B57", "cached": "#3A6FB0",
            "download": "#C77800", "missing": "#B22222"}

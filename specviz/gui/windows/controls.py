@@ -153,7 +153,8 @@ FIELDS: tuple[Field, ...] = (
           ("drafting", "k_policy", "k_policy"), ("drafting", "lenience", "lenience"))),
     Field("mode/baseline", "baseline", False, bool),
     # A run mode, not a Settings field: the engine never races; Run starts two engine runs of
-    # the same Settings (gui/stage.py). Stored like Target alone, so a demo set up stays set up.
+    # the same Settings (gui/stage/stage.py). Stored like Target alone, so a demo set up stays
+    # set up.
     Field("mode/race", "race", False, bool),
     Field("mode/chat", "chat", True, bool),
     Field("prompt", "prompt", DEFAULT_PROMPT, str),

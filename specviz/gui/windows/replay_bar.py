@@ -25,12 +25,11 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.events import RunStarted
-
-from .controls import ControlsPanel, WideComboBox
-from .race_view import user_text
-from .replay import ROUND_BY_ROUND, SPEEDS, Replayer, speed_text
-from .style import UI_POINT_SIZE
-from .zoom import Zoom
+from specviz.gui.look.style import UI_POINT_SIZE
+from specviz.gui.replay.player import ROUND_BY_ROUND, SPEEDS, Replayer, speed_text
+from specviz.gui.stage.race_view import user_text
+from specviz.gui.views.zoom import Zoom
+from specviz.gui.windows.controls import ControlsPanel, WideComboBox
 
 BAR_POINT_SIZE = UI_POINT_SIZE + 4  # read from the back row, like the run's own numbers
 BAR_HEIGHT = 48  # px: buttons a presenter hits without looking

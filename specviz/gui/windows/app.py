@@ -26,21 +26,28 @@ from specviz.core.events import RunFailed, Settings, to_json
 # Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
 from specviz.core.presets import PRESETS
 from specviz.core.run import Request, check, needs_draft_model
-
-from . import demo
-from .controls import CUSTOM, DEVICES, ControlsPanel
-from .geometry import Presentation, available, restore_window, save_window, scrolled
-from .glossary import install_help
-from .labels import ElidedLabel
-from .presets import mark_presets
-from .replay import Replayer
-from .replay_bar import ReplayBar, ReplayToolbar
-from .run_view import RunView
-from .stage import RaceRunner, RaceWindow, Stage, write_file
-from .startup import make_app as make_app  # re-exported: scripts and tests call it here
-from .themes import Theme, Themes, lenience_style, prompt_style, theme_named
-from .worker import DecodeController, Loader, PairSpec, background_threads
-from .zoom import Zoom, add_actions, step_back, step_forward
+from specviz.gui.geometry import (
+    Presentation,
+    available,
+    restore_window,
+    save_window,
+    scrolled,
+)
+from specviz.gui.look.themes import Theme, Themes, lenience_style, prompt_style, theme_named
+from specviz.gui.replay.player import Replayer
+from specviz.gui.stage.stage import RaceRunner, RaceWindow, Stage, write_file
+from specviz.gui.startup import (
+    make_app as make_app,  # re-exported: scripts and tests call it here
+)
+from specviz.gui.views.glossary import install_help
+from specviz.gui.views.labels import ElidedLabel
+from specviz.gui.views.run_view import RunView
+from specviz.gui.views.zoom import Zoom, add_actions, step_back, step_forward
+from specviz.gui.windows import demo
+from specviz.gui.windows.controls import CUSTOM, DEVICES, ControlsPanel
+from specviz.gui.windows.presets import mark_presets
+from specviz.gui.windows.replay_bar import ReplayBar, ReplayToolbar
+from specviz.gui.worker import DecodeController, Loader, PairSpec, background_threads
 
 # name -> (shortcuts, tooltip). Application-wide, so they work while typing in the prompt.
 SHORTCUTS = {
@@ -64,7 +71,7 @@ class MainWindow(QMainWindow):
         self.controller = DecodeController(loader, self)
         self.run_view = RunView()
         # Stale live events stay out; a file plays at its recorded timing; a race file goes to
-        # the race window (gui/replay_bar.py: the bar, the keys, the read-only controls).
+        # the race window (gui/windows/replay_bar.py: the bar, the keys, the read-only controls).
         self.replayer = Replayer(self.run_view, self.controller, speed=1.0, detect_races=True)
         self.replayer.progressed.connect(lambda text: self.status_label.setText(text))
         self.setCentralWidget(scrolled(self.run_view))  # zoomed in, the views scroll
@@ -85,20 +92,20 @@ class MainWindow(QMainWindow):
         self._on_state_changed("idle")
         self._closed = False
         self.clean_exit = True  # False: closing left a load or a round running (main ends it)
-        # Play / pause / speed / scrub while a recording is shown (gui/replay_bar.py).
+        # Play / pause / speed / scrub while a recording is shown (gui/windows/replay_bar.py).
         self.replay_toolbar = ReplayToolbar(self.replayer, self.controls, self.zoom, self)
         self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, self.replay_toolbar)
         self.replay_toolbar.said.connect(self.status_label.setText)
         self.replay_toolbar.corner.connect(self._on_replay_corner)
-        # The race (F7), the step measured at load, File → Export (gui/stage.py).
+        # The race (F7), the step measured at load, File → Export (gui/stage/stage.py).
         self.stage = Stage(self)
         self.stage.failed.connect(self.report_failure)
         self.replayer.race_found.connect(self._on_race_found)  # a race read from a pipe
-        # View → Theme, remembered; Ctrl+Shift+T (gui/themes.py).
+        # View → Theme, remembered; Ctrl+Shift+T (gui/look/themes.py).
         self.themes = Themes(self, self.store)
         self.themes.changed.connect(self._on_theme_changed)
         self.themes.restore()
-        install_help(self)  # Help → Glossary (F1): the fates, α, c, v, K (gui/glossary.py)
+        install_help(self)  # Help → Glossary (F1): the fates, α, c, v, K (gui/views/glossary.py)
         if autoload:
             self.load_pair()
 
@@ -165,7 +172,7 @@ class MainWindow(QMainWindow):
         self._build_stage_keys(view_menu)
 
     def _build_stage_keys(self, view_menu) -> None:  # noqa: ANN001
-        """Zoom (Ctrl +/-/0, Ctrl+wheel), clicker keys and Esc (gui/zoom.py)."""
+        """Zoom (Ctrl +/-/0, Ctrl+wheel), clicker keys and Esc (gui/views/zoom.py)."""
         self.zoom = Zoom(self.run_view, (self.controls,))  # the controls zoom too
         self.presentation = Presentation(self, self.dock, self.run_view, self.zoom)
         self.stage_actions = add_actions(
@@ -199,7 +206,7 @@ class MainWindow(QMainWindow):
         self.addAction(self.copy_output_action)
 
     def set_theme(self, key: str) -> None:
-        """Light, dark or high contrast (gui/themes.py) on every view, and remember it."""
+        """Light, dark or high contrast (gui/look/themes.py) on every view, and remember it."""
         self.themes.choose(theme_named(key))
 
     def _on_theme_changed(self, theme: Theme) -> None:
@@ -316,7 +323,7 @@ class MainWindow(QMainWindow):
     def run(self, paused: bool = False, steps: int = 0) -> None:
         """Start a run with the current settings (the worker reloads only if the pair changed)."""
         if self.controls.race.isChecked() and not (paused or steps):
-            self.stage.race_runner.start()  # Race ticked: the race F7 starts (gui/stage.py)
+            self.stage.race_runner.start()  # Race ticked: the race F7 starts (gui/stage/stage.py)
             return
         self.replayer.stop()
         spec = self.pair_spec()
@@ -349,10 +356,10 @@ class MainWindow(QMainWindow):
         self.controller.stop()
 
     def open_explore(self) -> None:
-        """The Explore window (gui/explore.py) on the pair the controls name. It loads its own
-        copy on its own thread with its first run: its runs and this window's never share a
+        """The Explore window (gui/windows/explore.py) on the pair the controls name. It loads
+        its own copy on its own thread with its first run: its runs and this window's never share a
         model's state, and each runs one after the other on the cores they share."""
-        from .explore import ExploreWindow
+        from specviz.gui.windows.explore import ExploreWindow
 
         spec = self.pair_spec()
         if not spec.target:
@@ -568,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     import PySide6
 
-    from .startup import FirstPaint, SignalBridge, hard_exit, trace, trace_mode
+    from specviz.gui.startup import FirstPaint, SignalBridge, hard_exit, trace, trace_mode
 
     if PySide6.__version__ in BROKEN_PYSIDE:
         print(f"specviz: warning: PySide6 {PySide6.__version__} has a reference-count bug that "

@@ -1,0 +1,1 @@
+"""How it looks: palette and fonts, themes, zoom."""

@@ -1,0 +1,1 @@
+"""Made for the stage: the race and its window, the step measured at load, exports for slides."""
