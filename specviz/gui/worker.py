@@ -337,18 +337,25 @@ class DecodeController(QObject):
     failed = Signal(object)
     finished = Signal(int)
     state_changed = Signal(str)  # "idle", "running", "paused"
+    # The target's one-token step, timed on the loading thread right after a load (the speed
+    # reference of every "measured speedup vs the step"): target name, device, seconds.
+    step_measured = Signal(str, str, float)
     _run_requested = Signal(object)
     # From load threads (queued to this object's thread): (task, message) and (task, result).
     _load_progressed = Signal(object, str)
     _load_done = Signal(object, object)
     _probe_done = Signal(object)
 
-    def __init__(self, loader: Loader | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, loader: Loader | None = None, parent: QObject | None = None,
+                 measure_at_load: bool = True) -> None:
         super().__init__(parent)
         global _collector
         if _collector is None:
             _collector = _Collector()
         self.loader = loader or _default_loader
+        # After each load, on its thread: the step timed (step_measured) and the passes the
+        # cost K policy weighs (measure_at_load), so no run pays them on its own clock.
+        self.measure_at_load = measure_at_load
         self.decoder_thread = QThread()
         self.decoder_thread.setObjectName("specviz-decoder")
         self.worker = DecodeWorker()
@@ -452,12 +459,36 @@ class DecodeController(QObject):
         try:
             pair = self.loader(spec.draft, spec.target, spec.device, spec.dtype,
                                progress=progress)
+            if self.measure_at_load:
+                self._measure(pair, progress)
             result = (pair, f"{spec.describe()} on {pair.device} ({str(pair.dtype)[6:]})")
         except LoadAbandoned:
             result = None
         except BaseException as exc:  # noqa: BLE001 - a load thread reports, never raises
             result = failure(exc, f"loading {spec.describe()}")
         self._post(self._load_done, task, result)
+
+    def _measure(self, pair: Any, progress: Callable[[str], None]) -> None:
+        """On the loading thread, after a load: the target's one-token step (the speed
+        reference, posted as ``step_measured``), then its passes of 1 to 17 tokens for the cost
+        K policy (:func:`specviz.core.engine.calibrate`, kept per machine, device and target).
+        Neither can fail a load: without a step there is no speedup to show, and without the
+        passes the first cost-policy run times them itself."""
+        progress("Timing the target's one-token step (the speed reference)…")
+        try:
+            from specviz.core.speed import measure_target_step
+
+            step = measure_target_step(pair)
+        except Exception:  # noqa: BLE001 - no reference, no speedup: never a failed load
+            return
+        self._post(self.step_measured, str(pair.target_name), str(pair.device), step)
+        progress("Timing the target's passes of 1 to 17 tokens (for the cost K policy)…")
+        try:
+            from specviz.core.engine import calibrate
+
+            calibrate(pair)
+        except Exception:  # noqa: BLE001 - the first cost-policy run then times them itself
+            pass
 
     @staticmethod
     def _post(signal: Any, *args: object) -> None:

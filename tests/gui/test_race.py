@@ -521,9 +521,9 @@ STAGE_MUTANTS = {
         [('self._finished_run = isinstance(event, RunFinished) and \\\n'
           '                event.stop_reason != "stopped"',
           "self._finished_run = isinstance(event, RunFinished)")]),
-    "the loader not wrapped: no step measured": (
-        "test_the_step_is_measured_when_a_pair_loads", "_wrap_loader",
-        [("owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]",
+    "the measured step not handed to the run view": (
+        "test_the_step_is_measured_when_a_pair_loads", "Stage",
+        [("window.controller.step_measured.connect(window.run_view.set_target_step)",
           "pass")]),
 }
 

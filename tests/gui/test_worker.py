@@ -273,3 +273,33 @@ def test_each_job_runs_on_a_thread_that_ends_with_it(qtbot, tiny_pair, make_cont
     assert len(got.of_type(RunFinished)) == 2 and not got.failures
     threads = set(ran_on)
     assert (len(threads) == 2 and not any(t.is_alive() for t in threads)) == (not broken)
+
+
+def _steps_measured(qtbot, tiny_pair, controller_cls: type) -> list[tuple[str, str, float]]:
+    controller = controller_cls(lambda *a, **k: tiny_pair)
+    got: list[tuple[str, str, float]] = []
+    controller.step_measured.connect(lambda *args: got.append(args))
+    try:
+        with qtbot.waitSignal(controller.loaded, timeout=20000):
+            controller.load(SPEC)
+        qtbot.wait(50)  # a queued step_measured posted before ``loaded`` has arrived by now
+    finally:
+        controller.shutdown()
+    return got
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_worker_times_the_step_when_a_pair_loads(qtbot, tiny_pair, broken: bool) -> None:
+    """House: the step measured at load (the speed reference) is the worker's job, on the
+    loading thread before ``loaded``; the stage no longer wraps the loader. The broken
+    variant loads without measuring: no step reaches the window."""
+    cls = worker_mod.DecodeController
+    if broken:
+        cls = mutant(cls, ("            if self.measure_at_load:\n"
+                           "                self._measure(pair, progress)\n", ""))
+    got = _steps_measured(qtbot, tiny_pair, cls)
+    if broken:
+        assert got == []
+        return
+    assert [(name, device) for name, device, _ in got] == [("tiny-target", "cpu")]
+    assert got[0][2] > 0

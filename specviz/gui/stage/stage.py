@@ -2,9 +2,8 @@
 :class:`Stage`, that a MainWindow creates (``self.stage = Stage(self)``) and listens to
 (``stage.failed``: a problem for the window to show), so the window's own code stays small.
 
-- The loader is wrapped: after a pair loads, on the loading thread, the target's one-token
-  step is timed (:func:`specviz.core.speed.measure_target_step`) and handed to the run view
-  as the reference of its speed figures.
+- The step the worker timed after a pair loaded (``DecodeController.step_measured``) goes
+  to the run view as the reference of its speed figures.
 - Run → Race (F7), or Run (F5) with Race ticked in the controls: the speculative run, then
   the target alone, as two jobs of the same controller, one after the other; a race window
   plays them together when both are measured. Stop, or another run, ends the race.
@@ -68,52 +67,6 @@ class StageHost(Protocol):
     def menuBar(self) -> QMenuBar: ...  # noqa: N802 - Qt's name
     def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
     def addAction(self, action: QAction) -> None: ...  # noqa: N802 - Qt's name
-
-
-class StepReporter(QObject):
-    """Carries a step timed on the loading thread to the GUI thread (a queued signal)."""
-
-    measured = Signal(str, str, float)  # target name, device, seconds
-
-
-def measuring_loader(loader: Callable[..., Any], reporter: StepReporter) -> Callable[..., Any]:
-    """``loader``, then on the same (loading) thread the target's one-token step timed (the
-    speed reference) and its passes for the cost K policy
-    (:func:`specviz.core.engine.calibrate`)."""
-
-    def load(draft: str | None, target: str, device: str = "auto", dtype: str = "auto",
-             progress: Callable[[str], None] | None = None) -> Any:
-        pair = loader(draft, target, device, dtype, progress=progress)
-        if progress is not None:
-            progress("Timing the target's one-token step (the speed reference)…")
-        try:
-            from specviz.core.speed import measure_target_step
-
-            step = measure_target_step(pair)
-        except Exception:  # noqa: BLE001 - no reference, no speedup: never a failed load
-            return pair
-        reporter.measured.emit(str(pair.target_name), str(pair.device), step)
-        if progress is not None:
-            progress("Timing the target's passes of 1 to 17 tokens (for the cost K policy)…")
-        try:
-            from specviz.core.engine import calibrate
-
-            calibrate(pair)  # remembered per target: the first run's clock does not pay it
-        except Exception:  # noqa: BLE001 - the first cost-policy run then times them itself
-            pass
-        return pair
-
-    load.wrapped = loader  # type: ignore[attr-defined]
-    return load
-
-
-def _wrap_loader(controller: Any, reporter: StepReporter) -> None:
-    """Wrap the loader wherever this controller keeps it (itself, or its worker)."""
-    for owner in (controller, getattr(controller, "worker", None)):
-        loader = getattr(owner, "loader", None)
-        if loader is not None and not hasattr(loader, "wrapped"):
-            owner.loader = measuring_loader(loader, reporter)  # type: ignore[union-attr]
-            return
 
 
 class RaceWindow(QMainWindow):
@@ -546,10 +499,8 @@ class Stage(QObject):
     def __init__(self, window: StageHost) -> None:
         super().__init__(window)  # type: ignore[arg-type] - a MainWindow: a QObject
         self.window = window
-        self.step_reporter = reporter = StepReporter(self)
-        reporter.measured.connect(window.run_view.set_target_step,
-                                  Qt.ConnectionType.QueuedConnection)
-        _wrap_loader(window.controller, reporter)
+        # The step the worker timed at load: the run view's speed reference.
+        window.controller.step_measured.connect(window.run_view.set_target_step)
         self.race_window = race_window = RaceWindow(window)  # type: ignore[arg-type]
         self.race_runner = RaceRunner(window, race_window)
         self.race_runner.failed.connect(self.failed)
@@ -592,7 +543,7 @@ class Stage(QObject):
         self.race_window.view.set_theme(theme)
 
 
-__all__ = ["ExportProgress", "RaceRunner", "RaceWindow", "StepReporter", "build_export_menu",
+__all__ = ["ExportProgress", "RaceRunner", "RaceWindow", "build_export_menu",
            "export_plot", "write_file",
-           "install_plot_menus", "Stage", "StageHost", "measuring_loader", "open_if_race",
+           "install_plot_menus", "Stage", "StageHost", "open_if_race",
            "open_race_recording", "plot_menu", "race_recording"]
