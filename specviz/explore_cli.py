@@ -2,7 +2,7 @@
 
     specviz-explore lineup "k=2" "k=8" "k_policy=cost" [--prompt …] [--save lineup.jsonl]
     specviz-explore sweep --k 1,2,4,8 [--prompts FILE] [--repeats 2] [--csv F] [--json F] [--png F]
-    specviz-explore set PROMPTS.jsonl [--per-category 5] [--config "k=4" …] [--markdown F]
+    specviz-explore set PROMPTS.jsonl [--per-category 5] [--config "k=4" …] [--markdown F] [--png F]
     specviz-explore diagnose RECORDING.jsonl [--markdown F]
 
 A configuration is ``key=value`` pairs over the run settings (``k``, ``k_policy``,
@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     pset.add_argument("--categories", default=None, help="comma-separated")
     pset.add_argument("--csv", type=Path)
     pset.add_argument("--markdown", type=Path)
+    pset.add_argument("--png", type=Path, help="the table as a picture (Pillow)")
     _add_model_args(pset)
 
     diag = sub.add_parser("diagnose", help="where the draft goes wrong in a recording")
@@ -400,6 +401,13 @@ def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
         args.csv.write_text(to_csv(rows), encoding="utf-8")
     if args.markdown:
         args.markdown.write_text(to_markdown(rows), encoding="utf-8")
+    if args.png:
+        from .explore_plot import promptset_png
+
+        done = len({r.item for r in results})
+        promptset_png(rows, args.png, f"{args.path.name}: speedup over the target alone",
+                      f"{done}/{len(items)} prompts" + ("" if done == len(items) else
+                                                        " (stopped: partial)"))
     return 0
 
 

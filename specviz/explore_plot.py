@@ -8,6 +8,7 @@ gap at it written out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,56 @@ def sweep_image(result: Any, size: tuple[int, int] = (960, 600)) -> Image.Image:
 
 def sweep_png(result: Any, path: str | Path, size: tuple[int, int] = (960, 600)) -> None:
     sweep_image(result, size).save(path)
+
+
+def table_image(header: Sequence[str], rows: Sequence[Sequence[str]], title: str = "",
+                note: str = "") -> Image.Image:
+    """A table as a picture: a title, the header in bold on grey, rows striped, the first
+    two columns left-aligned and the figures right-aligned; as wide as its text needs."""
+    (small, unicode), (big, _) = _font(15), _font(18)
+    scratch = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+
+    def shown(words: str) -> str:
+        return words if unicode else words.translate(ASCII)
+
+    def width(words: str, font: Any = small) -> float:
+        return float(scratch.textlength(shown(words), font=font))
+
+    pad, row_h, margin = 12, 28, 24
+    widths = [max(width(str(r[i])) for r in [header, *rows]) + 2 * pad
+              for i in range(len(header))]
+    top = margin + (34 if title else 0)
+    w = int(max(sum(widths) + 2 * margin, width(title, big) + 2 * margin,
+                width(note) + 2 * margin))
+    h = int(top + row_h * (len(rows) + 1) + margin + (26 if note else 0))
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+    if title:
+        d.text((margin, margin), shown(title), fill=INK, font=big)
+    for n, cells in enumerate([header, *rows]):
+        y = top + n * row_h
+        if n == 0:
+            d.rectangle([margin, y, margin + sum(widths), y + row_h], fill=(225, 225, 225))
+        elif n % 2 == 0:
+            d.rectangle([margin, y, margin + sum(widths), y + row_h], fill=(245, 245, 245))
+        x = float(margin)
+        for i, (cell, cw) in enumerate(zip(cells, widths, strict=True)):
+            tx = x + pad if i < 2 else x + cw - pad - width(str(cell))
+            d.text((tx, y + 5), shown(str(cell)), fill=INK, font=small)
+            if n == 0:  # bold by a second pass, one pixel over
+                d.text((tx + 1, y + 5), shown(str(cell)), fill=INK, font=small)
+            x += cw
+    bottom = top + row_h * (len(rows) + 1)
+    d.line([(margin, top + row_h), (margin + sum(widths), top + row_h)], fill=INK)
+    d.line([(margin, bottom), (margin + sum(widths), bottom)], fill=INK)
+    if note:
+        d.text((margin, bottom + 8), shown(note), fill=GREY, font=small)
+    return img
+
+
+def promptset_png(rows: Sequence[Any], path: str | Path, title: str = "",
+                  note: str = "") -> None:
+    """A prompt set's table (:func:`specviz.core.promptset.table` rows) as a PNG."""
+    from specviz.core.promptset import HEADER, cells
+
+    table_image(HEADER, [cells(r) for r in rows], title, note).save(path)

@@ -88,12 +88,13 @@ def test_a_prompt_set_table_and_files(tiny_models: tuple[Path, Path], tmp_path: 
     prompts.write_text("\n".join(json.dumps({"question_id": i, "category": c, "turns": [t]})
                                  for i, (c, t) in enumerate([("a", "the cat"), ("b", "a dog"),
                                                              ("a", "the sun")])))
-    md = tmp_path / "t.md"
+    md, png = tmp_path / "t.md", tmp_path / "t.png"
     assert main(["set", str(prompts), "--config", "k=2 drafter=model k_policy=fixed",
-                 "--markdown", str(md), *models(tiny_models)]) == 0
+                 "--markdown", str(md), "--png", str(png), *models(tiny_models)]) == 0
     out = capsys.readouterr().out
     assert "speedup (geomean)" in out and "2/2" in out and "1/1" in out and "3/3" in out
     assert md.read_text().startswith("| category | configuration |")
+    assert Image.open(png).size[1] > 7 * 28  # a title, the header and six rows
 
 
 def test_diagnose_reads_a_recording(tiny_models: tuple[Path, Path], tmp_path: Path,

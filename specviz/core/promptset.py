@@ -221,7 +221,7 @@ HEADER = ("category", "configuration", "prompts", "α", "tokens/round", "speedup
           "worst (prompt)", "outside forward", "identical at T=0")
 
 
-def _cells(r: CategoryRow) -> list[str]:
+def cells(r: CategoryRow) -> list[str]:
     return [r.category, r.config, str(r.prompts),
             "-" if r.alpha is None else f"{r.alpha:.2f}",
             "-" if r.tokens_per_round is None else f"{r.tokens_per_round:.2f}",
@@ -234,7 +234,7 @@ def to_markdown(rows: Sequence[CategoryRow]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |",
              "|" + "|".join(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:",
                              "---:"]) + "|"]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -257,13 +257,13 @@ def to_csv(rows: Sequence[CategoryRow]) -> str:
 
 def to_text(rows: Sequence[CategoryRow]) -> str:
     """A fixed-width table for a terminal."""
-    cells = [list(HEADER)] + [_cells(r) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    grid = [list(HEADER)] + [cells(r) for r in rows]
+    widths = [max(len(c[i]) for c in grid) for i in range(len(HEADER))]
     return "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-                     for row in cells) + "\n"
+                     for row in grid) + "\n"
 
 
 __all__ = ["ALL", "BASELINE_LABEL", "CategoryRow", "PromptItem", "PromptResult",
-           "PromptSetError", "compare", "parse_prompts", "pick", "read_prompts",
+           "PromptSetError", "cells", "compare", "parse_prompts", "pick", "read_prompts",
            "run_prompt_set", "table", "to_csv", "to_markdown", "to_text"]

@@ -1,4 +1,5 @@
-"""Explore window: a K sweep against the theory, and a lineup of settings on one clock.
+"""Explore window: a K sweep against the theory, a lineup of settings on one clock, a prompt
+set's table by category, and where the draft goes wrong.
 
     python -m specviz.gui.windows.explore [--draft …] [--target …]
 
@@ -7,7 +8,9 @@ streams its points as they finish (the plot fills in live), shows progress and a
 of the time left, and Cancel stops it after the run in flight, keeping what it has (Save
 writes it as the resumable JSON of ``specviz-explore sweep``). A lineup runs its lanes one
 after the other, then replays them side by side on one clock from their own timestamps,
-and ranks them by measured speed.
+and ranks them by measured speed. A prompt set (one prompt per line, or Spec-Bench's JSON
+lines) runs each prompt beside the target alone and fills its table by category as prompts
+finish; Cancel keeps the prompts done.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings  # noqa: E402
 from specviz.core.lineup import LaneSpec, Lineup, as_lineup  # noqa: E402
 from specviz.core.presets import DEFAULT_PROMPT  # noqa: E402
+from specviz.core.promptset import PromptItem, PromptResult, PromptSetError  # noqa: E402
 from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
 
 BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
@@ -101,6 +105,12 @@ class LineupJob:
     prompt: str
 
 
+@dataclass(frozen=True)
+class SetJob:
+    items: tuple[PromptItem, ...]
+    configs: tuple[tuple[str, Settings], ...]  # (label, settings), each beside the target alone
+
+
 def _pick_recording(parent: QWidget, title: str) -> str:
     """A recording's path from the file dialog ("" when cancelled)."""
     path, _ = QFileDialog.getOpenFileName(parent, title, "",
@@ -125,7 +135,8 @@ class ExploreWorker(QObject):
     loaded = Signal(str)
     sampled = Signal(object)  # a sweep's Sample
     yielded = Signal(object)  # a lineup's Event
-    finished = Signal(str)  # "sweep" or "lineup"
+    compared = Signal(object)  # a prompt set's PromptResult
+    finished = Signal(str)  # "sweep", "lineup" or "set"
     failed = Signal(str)
 
     def __init__(self, load: Callable[[], Any]) -> None:
@@ -180,6 +191,21 @@ class ExploreWorker(QObject):
             self.failed.emit(str(exc))
             return
         self.finished.emit("lineup")
+
+    @Slot(object)
+    def run_set(self, job: SetJob) -> None:
+        from specviz.core.promptset import run_prompt_set
+
+        if not self._ensure():
+            return
+        try:
+            for result in run_prompt_set(self.pair, job.items, job.configs, chat=True,
+                                         stop=self.stop):
+                self.compared.emit(result)
+        except Exception as exc:  # noqa: BLE001
+            self.failed.emit(str(exc))
+            return
+        self.finished.emit("set")
 
 
 def _base() -> Settings:
@@ -784,12 +810,239 @@ class DiagnosePanel(QWidget):
         return "<br>".join(lines) + (f"<br>… and {more} more" if more > 0 else "")
 
 
+class SetPanel(QWidget):
+    """A prompt file run beside the target alone: progress, Cancel, the table by category
+    (filled as prompts finish), exported as CSV, Markdown or PNG."""
+
+    requested = Signal(object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.path = QLineEdit()
+        self.path.setPlaceholderText("a prompt file: one prompt per line, or Spec-Bench's "
+                                     "question.jsonl")
+        self.browse_button = QPushButton("Choose…")
+        self.per_category = QSpinBox(minimum=0, maximum=10_000, value=2)
+        self.per_category.setSpecialValueText("all")
+        self.per_category.setToolTip("The first N prompts of each category (0: all of them)")
+        self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
+        self.configs = [QLineEdit("drafter=hybrid k_policy=cost"),
+                        QLineEdit("drafter=model k=4 k_policy=fixed")]
+        for edit in self.configs:
+            edit.setPlaceholderText("key=value … (empty: none)")
+        self.run_button = QPushButton("Run set")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.csv_button = QPushButton("Save CSV…")
+        self.markdown_button = QPushButton("Save Markdown…")
+        self.png_button = QPushButton("Save PNG…")
+        self.exports = (self.csv_button, self.markdown_button, self.png_button)
+        for button in self.exports:
+            button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.status = QLabel("Each prompt runs with every configuration and the target alone "
+                             "(same seed, one after the other); the table sums them by "
+                             "category.")
+        self.status.setWordWrap(True)
+        form = QFormLayout()
+        file_row = QHBoxLayout()
+        file_row.addWidget(self.path, 1)
+        file_row.addWidget(self.browse_button)
+        form.addRow("Prompt file", file_row)
+        for i, edit in enumerate(self.configs):
+            form.addRow(f"Configuration {i + 1}", edit)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Per category"))
+        row.addWidget(self.per_category)
+        row.addWidget(QLabel("New tokens"))
+        row.addWidget(self.tokens)
+        row.addStretch(1)
+        row.addWidget(self.run_button)
+        row.addWidget(self.cancel_button)
+        for button in self.exports:
+            row.addWidget(button)
+        form.addRow(row)
+        from specviz.core.promptset import HEADER
+
+        self.table = QTableWidget(0, len(HEADER))
+        self.table.setHorizontalHeaderLabels(list(HEADER))
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # the configuration
+        self.table.verticalHeader().setVisible(False)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+
+        self.results: list[PromptResult] = []
+        self.rows: list[Any] = []
+        self.total = 0
+        self.per_prompt = 1  # results per prompt: the configurations and the target alone
+        self.t0 = 0.0
+        self.name = ""
+        self.browse_button.clicked.connect(self._on_browse_clicked)
+        self.run_button.clicked.connect(self._on_run_clicked)
+        self.csv_button.clicked.connect(lambda: self._save("CSV", "csv", self.save_csv))
+        self.markdown_button.clicked.connect(lambda: self._save("Markdown", "md",
+                                                                self.save_markdown))
+        self.png_button.clicked.connect(lambda: self._save("PNG", "png", self.save_png))
+
+    def _on_browse_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", "",
+                                              "Prompt files (*.txt *.jsonl);;All files (*)")
+        if path:
+            self.path.setText(path)
+
+    def job(self) -> SetJob | None:
+        """The run the fields ask for, or None (the reason in the status line)."""
+        from specviz.core.errors import InputError
+        from specviz.core.promptset import pick, read_prompts
+        from specviz.explore_cli import config_label, parse_config
+
+        path = self.path.text().strip()
+        if not path:
+            self.status.setText("Choose a prompt file (one prompt per line, or Spec-Bench's "
+                                "question.jsonl).")
+            return None
+        try:
+            items = pick(read_prompts(path), self.per_category.value() or None)
+        except PromptSetError as exc:
+            self.status.setText(str(exc))
+            return None
+        base = replace(_base(), max_new_tokens=self.tokens.value())
+        configs = []
+        for i, edit in enumerate(self.configs):
+            if edit.text().strip():
+                try:
+                    configs.append((config_label(edit.text()), parse_config(edit.text(), base)))
+                except InputError as exc:
+                    self.status.setText(f"Configuration {i + 1}: {exc}")
+                    return None
+        if not configs:
+            self.status.setText("Fill in at least one configuration (e.g. k=4).")
+            return None
+        self.name = Path(path).name
+        return SetJob(tuple(items), tuple(configs))
+
+    def _on_run_clicked(self) -> None:
+        job = self.job()
+        if job is not None:
+            self.start(job)
+
+    def start(self, job: SetJob) -> None:
+        self.results, self.rows = [], []
+        self.table.setRowCount(0)
+        for button in self.exports:
+            button.setEnabled(False)
+        self.total = len(job.items)
+        self.per_prompt = len(job.configs) + 1
+        self.progress.setRange(0, self.total)
+        self.progress.setValue(0)
+        self.t0 = time.monotonic()
+        self.status.setText(f"{self.name}: {self.total} prompts × ({len(job.configs)} "
+                            f"configurations + the target alone) = {self.total * self.per_prompt}"
+                            " runs (the first loads the models)…")
+        self.running(True)
+        self.requested.emit(job)
+
+    def running(self, on: bool) -> None:
+        self.run_button.setEnabled(not on)
+        self.cancel_button.setEnabled(on)
+
+    @property
+    def done(self) -> int:
+        """Prompts finished (a prompt's results arrive together, once all its runs ended)."""
+        return len(self.results) // self.per_prompt
+
+    def add(self, result: PromptResult) -> None:
+        """One configuration's result on a prompt; the table grows once the prompt is done."""
+        self.results.append(result)
+        if len(self.results) % self.per_prompt:
+            return
+        done = self.done
+        self.progress.setValue(done)
+        left = (time.monotonic() - self.t0) / done * (self.total - done)
+        self.status.setText(f"{done}/{self.total} prompts: {result.item.category} "
+                            f"{result.item.id} done — about {left:.0f} s left")
+        self.show_table()
+
+    def show_table(self) -> None:
+        from specviz.core.promptset import cells, table
+
+        self.rows = table(self.results)
+        self.table.setRowCount(len(self.rows))
+        for i, row in enumerate(self.rows):
+            for j, text in enumerate(cells(row)):
+                item = QTableWidgetItem(text)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                if j >= 2:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(i, j, item)
+        for button in self.exports:
+            button.setEnabled(bool(self.rows))
+
+    def ended(self, cancelled: bool) -> None:
+        self.running(False)
+        done = self.done
+        if cancelled:
+            self.status.setText(f"Cancelled after {done}/{self.total} prompts: the table is of "
+                                "those.")
+        elif done < self.total:  # a run failed: the worker's message is in the status line
+            self.status.setText(f"Stopped after {done}/{self.total} prompts: "
+                                f"{self.status.text()}")
+        else:
+            self.status.setText(f"Done: {done} prompts, {len(self.results)} runs.")
+
+    def _save(self, kind: str, suffix: str, write: Callable[[str], bool]) -> None:
+        stem = Path(self.name).stem or "promptset"
+        path, _ = QFileDialog.getSaveFileName(self, f"Save the table as {kind}",
+                                              f"{stem}.{suffix}", f"{kind} (*.{suffix})")
+        if path:
+            write(path)
+
+    def _write(self, path: str, text: str) -> bool:
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.status.setText(f"Could not save {Path(path).name}: {exc.strerror or exc}")
+            return False
+        return True
+
+    def save_csv(self, path: str) -> bool:
+        from specviz.core.promptset import to_csv
+
+        return self._write(path, to_csv(self.rows))
+
+    def save_markdown(self, path: str) -> bool:
+        from specviz.core.promptset import to_markdown
+
+        return self._write(path, to_markdown(self.rows))
+
+    def save_png(self, path: str) -> bool:
+        from specviz.explore_plot import promptset_png
+
+        note = (f"{self.done}/{self.total} prompts" + ("" if self.done == self.total
+                                                       else " (cancelled: partial)"))
+        try:
+            promptset_png(self.rows, path, f"{self.name}: speedup over the target alone", note)
+        except (OSError, ValueError) as exc:
+            self.status.setText(f"Could not save {Path(path).name}: "
+                                f"{getattr(exc, 'strerror', None) or exc}")
+            return False
+        return True
+
+
 class ExploreWindow(QMainWindow):
-    """Sweep, Lineup and Diagnose tabs; sweeps and lineups run on one worker thread."""
+    """Sweep, Lineup, Prompt set and Diagnose tabs; sweeps, lineups and sets run on one
+    worker thread."""
 
     sweep_requested = Signal(object)
     lineup_requested = Signal(object)
-    ended = Signal()  # a sweep or lineup ended (finished, cancelled or failed): GUI thread
+    set_requested = Signal(object)
+    ended = Signal()  # a sweep, lineup or set ended (finished, cancelled or failed): GUI thread
 
     def __init__(self, load: Callable[[], Any]) -> None:
         super().__init__()
@@ -799,6 +1052,8 @@ class ExploreWindow(QMainWindow):
         tabs = QTabWidget()
         tabs.addTab(self.sweep_panel, "Sweep")
         tabs.addTab(self.lineup_panel, "Lineup")
+        self.set_panel = SetPanel()
+        tabs.addTab(self.set_panel, "Prompt set")
         self.diagnose_panel = DiagnosePanel()
         tabs.addTab(self.diagnose_panel, "Where the draft goes wrong")
         self.diagnose_panel.use_lineup_button.clicked.connect(
@@ -814,15 +1069,18 @@ class ExploreWindow(QMainWindow):
         self.thread_.finished.connect(self.worker.deleteLater)  # destroyed on its own thread
         self.sweep_requested.connect(self.worker.run_sweep)
         self.lineup_requested.connect(self.worker.run_lineup)
+        self.set_requested.connect(self.worker.run_set)
         self.worker.sampled.connect(self.sweep_panel.add)
         self.worker.yielded.connect(self.lineup_panel.add)
+        self.worker.compared.connect(self.set_panel.add)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
         self.worker.loaded.connect(self.pair_label.setText)
         self.sweep_panel.requested.connect(self._start_sweep)
         self.lineup_panel.requested.connect(self._start_lineup)
-        self.sweep_panel.cancel_button.clicked.connect(self.cancel)
-        self.lineup_panel.cancel_button.clicked.connect(self.cancel)
+        self.set_panel.requested.connect(self._start_set)
+        for panel in self.panels:
+            panel.cancel_button.clicked.connect(self.cancel)
         self.thread_.start()
         self.busy = False
 
@@ -834,11 +1092,20 @@ class ExploreWindow(QMainWindow):
         self._begin()
         self.lineup_requested.emit(job)
 
+    def _start_set(self, job: SetJob) -> None:
+        self._begin()
+        self.set_requested.emit(job)
+
+    @property
+    def panels(self) -> tuple[SweepPanel, LinePanel, SetPanel]:
+        """The panels that run on the worker (one at a time)."""
+        return self.sweep_panel, self.lineup_panel, self.set_panel
+
     def _begin(self) -> None:
         self.worker.stop.clear()
         self.busy = True
-        self.lineup_panel.run_button.setEnabled(False)
-        self.sweep_panel.run_button.setEnabled(False)
+        for panel in self.panels:
+            panel.run_button.setEnabled(False)
 
     def cancel(self) -> None:
         self.worker.stop.set()
@@ -846,11 +1113,11 @@ class ExploreWindow(QMainWindow):
     def _end(self) -> None:
         self.busy = False
         cancelled = self.worker.stop.is_set()
-        for panel in (self.sweep_panel, self.lineup_panel):
+        for panel in self.panels:
             if panel.cancel_button.isEnabled():  # the panel whose job just ended
                 panel.ended(cancelled)
-        self.sweep_panel.run_button.setEnabled(True)
-        self.lineup_panel.run_button.setEnabled(True)
+        for panel in self.panels:
+            panel.run_button.setEnabled(True)
         self.ended.emit()
 
     def _on_finished(self, what: str) -> None:
@@ -858,7 +1125,7 @@ class ExploreWindow(QMainWindow):
 
     def _on_failed(self, message: str) -> None:
         self.statusBar().showMessage(message)
-        for panel in (self.sweep_panel, self.lineup_panel):
+        for panel in self.panels:
             if panel.cancel_button.isEnabled():
                 panel.status.setText(message)
         self._end()

@@ -1,0 +1,137 @@
+"""The explore window's prompt-set tab: a prompt file on the worker thread, the table by
+category filled as prompts finish, Cancel keeping the prompts done, and its exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from specviz.core.promptset import table, to_csv, to_markdown
+from specviz.gui.windows import explore
+from specviz.gui.windows.explore import ExploreWindow
+from tests.mutation import mutant
+from tests.tiny import tiny_pair
+
+GREEDY_K2 = "k=2 drafter=model k_policy=fixed"
+
+
+def prompt_file(tmp_path: Path) -> Path:
+    """Spec-Bench's form, written here (the real file is never copied): 2 + 2 prompts."""
+    rows = [{"question_id": 1, "category": "writing", "turns": ["the cat", "and then?"]},
+            {"question_id": 2, "category": "writing", "turns": ["a dog ran"]},
+            {"question_id": 3, "category": "math", "turns": ["the sun"]},
+            {"question_id": 4, "category": "math", "turns": ["a red mat"]}]
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def window(qtbot) -> ExploreWindow:  # noqa: ANN001 - pytest-qt's fixture
+    w = ExploreWindow(lambda: tiny_pair(sharpness=8.0))
+    qtbot.addWidget(w)
+    return w
+
+
+def shown(panel: explore.SetPanel) -> list[list[str]]:
+    return [[panel.table.item(i, j).text() for j in range(panel.table.columnCount())]
+            for i in range(panel.table.rowCount())]
+
+
+def test_a_prompt_set_fills_its_table_by_category_and_exports(qtbot, tmp_path: Path  # noqa: ANN001
+                                                              ) -> None:
+    w = window(qtbot)
+    panel = w.set_panel
+    panel.path.setText(str(prompt_file(tmp_path)))
+    panel.per_category.setValue(0)  # all
+    panel.tokens.setValue(8)
+    panel.configs[0].setText(GREEDY_K2)
+    panel.configs[1].setText("")
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    assert panel.progress.value() == panel.total == 4
+    assert panel.status.text() == "Done: 4 prompts, 8 runs."
+    assert [(r.item.id, r.config) for r in panel.results] == [
+        (i, c) for i in "1234" for c in ("target alone", GREEDY_K2)]
+    rows = shown(panel)
+    # category, configuration, prompts … identical at T = 0 (speculative decoding is exact)
+    assert [r[:3] for r in rows] == [["writing", "target alone", "2"], ["writing", GREEDY_K2, "2"],
+                                     ["math", "target alone", "2"], ["math", GREEDY_K2, "2"],
+                                     ["all", "target alone", "4"], ["all", GREEDY_K2, "4"]]
+    assert [r[-1] for r in rows] == ["-", "2/2", "-", "2/2", "-", "4/4"]
+    assert rows[0][3] == "-" and 0 <= float(rows[1][3]) <= 1  # α only where something is drafted
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+    assert panel.save_csv(str(tmp_path / "t.csv")) and panel.save_markdown(str(tmp_path / "t.md"))
+    assert (tmp_path / "t.csv").read_text("utf-8") == to_csv(table(panel.results))
+    assert (tmp_path / "t.md").read_text("utf-8") == to_markdown(table(panel.results))
+    assert panel.save_png(str(tmp_path / "t.png"))
+    width, height = Image.open(tmp_path / "t.png").size
+    assert width > 600 and height > 7 * 28  # a title, the header and six rows
+    assert not panel.save_csv(str(tmp_path / "absent" / "t.csv"))
+    assert panel.status.text().startswith("Could not save t.csv:")
+    w.close()
+
+
+def test_cancel_keeps_the_prompts_done(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    w = window(qtbot)
+    panel = w.set_panel
+    panel.path.setText(str(prompt_file(tmp_path)))
+    panel.per_category.setValue(0)
+    panel.tokens.setValue(16)
+    panel.configs[1].setText(GREEDY_K2)
+    panel.progress.valueChanged.connect(lambda n: n and w.cancel())  # as the first prompt ends
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    done = panel.done
+    assert 1 <= done < panel.total == 4
+    assert len(panel.results) == 3 * done  # whole prompts only: two configurations + the target
+    assert panel.status.text() == f"Cancelled after {done}/4 prompts: the table is of those."
+    assert panel.table.rowCount() == len(table(panel.results)) > 0
+    assert panel.png_button.isEnabled() and panel.run_button.isEnabled()
+    w.close()
+
+
+@pytest.mark.parametrize("field, text, message", [
+    ("path", "", "Choose a prompt file"),
+    ("path", "absent.jsonl", "cannot read"),
+    ("path", "bad.jsonl", "line 2: not a JSON object"),
+    ("config", "k=99", "Configuration 1: "),
+    ("config", "", "Fill in at least one configuration"),
+])
+def test_bad_fields_say_why_and_start_nothing(qtbot, tmp_path: Path, field: str, text: str,  # noqa: ANN001
+                                              message: str) -> None:
+    w = window(qtbot)
+    panel = w.set_panel
+    (tmp_path / "bad.jsonl").write_text('{"turns": ["a"]}\nnot json\n', encoding="utf-8")
+    panel.path.setText(str(prompt_file(tmp_path)))
+    if field == "path":
+        panel.path.setText(str(tmp_path / text) if text else "")
+    else:
+        panel.configs[0].setText(text)
+        panel.configs[1].setText("")
+    panel.run_button.click()
+    assert message in panel.status.text()
+    assert panel.run_button.isEnabled() and w.worker.pair is None and not panel.results
+    w.close()
+
+
+MUTANTS = {
+    # The table of the last prompt only (each prompt replacing the one before).
+    "last prompt only": (test_a_prompt_set_fills_its_table_by_category_and_exports, "SetPanel",
+                         [("self.rows = table(self.results)",
+                           "self.rows = table(self.results[-self.per_prompt:])")]),
+    # Cancel not handed to the run: every prompt runs.
+    "cancel ignored": (test_cancel_keeps_the_prompts_done, "ExploreWorker",
+                       [("stop=self.stop)", "stop=None)")]),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_test_rejects_its_broken_variant(name: str, qtbot, tmp_path: Path,  # noqa: ANN001
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    test, attr, edits = MUTANTS[name]
+    monkeypatch.setattr(explore, attr, mutant(getattr(explore, attr), *edits))
+    with pytest.raises(AssertionError):
+        test(qtbot, tmp_path)
