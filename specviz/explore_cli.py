@@ -1,6 +1,6 @@
 """specviz-explore: lineups, K sweeps, prompt-set tables and where the draft goes wrong.
 
-    specviz-explore lineup "k=2" "k=8" "k_policy=cost" [--prompt …] [--save lineup.jsonl]
+    specviz-explore lineup "k=2" "k=8" "k_policy=cost" [--prompt …] [--save F] [--html F] [--gif F]
     specviz-explore sweep --k 1,2,4,8 [--prompts FILE] [--repeats 2] [--csv F] [--json F] [--png F]
     specviz-explore set PROMPTS.jsonl [--per-category 5] [--config "k=4" …] [--markdown F] [--png F]
     specviz-explore diagnose RECORDING.jsonl [--markdown F]
@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     lineup.add_argument("--save", type=Path, help="write the lineup recording (JSON lines; "
                         "specviz --replay and any recording reader take it)")
     lineup.add_argument("--json", action="store_true", help="the recording on stdout")
+    lineup.add_argument("--html", type=Path, help="a page of every lane's tokens coloured by "
+                        "fate, under the ranking")
+    lineup.add_argument("--png", type=Path, help="the lineup's end as a 1920×1080 slide")
+    lineup.add_argument("--gif", type=Path, help="the lanes played on one clock, 1920×1080")
     _add_model_args(lineup)
 
     sweep = sub.add_parser("sweep", help="speedup and α against K, beside the prediction "
@@ -249,7 +253,47 @@ def cmd_lineup(args: argparse.Namespace, stop: threading.Event) -> int:
     lineup = as_lineup(events)
     if lineup is not None and not args.json:
         print(lineup_card(lineup))
+    if lineup is not None and lineup.complete:
+        write_lineup_exports(events, args)
+    elif any((args.html, args.png, args.gif)):
+        say("the lineup did not finish: nothing exported")
     return status
+
+
+def write_lineup_exports(events: Sequence[Any], args: argparse.Namespace) -> None:
+    """--html, --png, --gif of a finished lineup (the slides need Qt: imported only then)."""
+    wanted = [p for p in (args.html, args.png, args.gif) if p]
+    if not wanted:
+        return
+    from .gui.stage.export import (
+        export_animation,
+        export_lineup_html,
+        final_frame,
+        writable_problem,
+    )
+    from .gui.stage.lineup_view import lineup_of
+
+    for path in wanted:
+        problem = writable_problem(path)
+        if problem:
+            raise InputError(problem)
+    lineup = lineup_of(events)
+    if args.html:
+        from .core.lineup import as_lineup
+
+        export_lineup_html(lineup or as_lineup(events), args.html)  # a race's two lanes too
+        say(f"wrote {args.html}")
+    if args.png or args.gif:
+        from .gui.startup import make_app
+
+        app = make_app()
+        if args.png:
+            final_frame(events).save(str(args.png))
+            say(f"wrote {args.png}")
+        if args.gif:
+            n = export_animation(events, args.gif)
+            say(f"wrote {args.gif} ({n} frames)")
+        del app
 
 
 def lineup_card(lineup: Any) -> str:

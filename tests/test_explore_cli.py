@@ -56,14 +56,16 @@ def test_a_bad_configuration_is_one_message(text: str, message: str) -> None:
 
 def test_a_lineup_prints_its_ranking_and_saves_a_recording(
         tiny_models: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    saved = tmp_path / "lineup.jsonl"
+    saved, html, png = tmp_path / "lineup.jsonl", tmp_path / "l.html", tmp_path / "l.png"
     assert main(["lineup", "k=1 k_policy=fixed drafter=model", "k=3 k_policy=fixed drafter=model",
-                 "--prompt", "the cat", "--save", str(saved), *models(tiny_models)]) == 0
+                 "--prompt", "the cat", "--save", str(saved), "--html", str(html),
+                 "--png", str(png), *models(tiny_models)]) == 0
     out = capsys.readouterr().out
     assert "model, K 1, greedy" in out and "model, K 3, greedy" in out and "target alone" in out
     assert out.count("yes") == 2  # T = 0: both lanes give the target alone's ids
     lineup = as_lineup(read_recording(saved))
     assert lineup is not None and len(lineup.lanes) == 3 and lineup.complete
+    assert html.read_text("utf-8").count("<h2>") == 3 and Image.open(png).size == (1920, 1080)
 
 
 def test_a_sweep_writes_csv_json_and_png_and_resumes(

@@ -8,7 +8,8 @@ from PIL import Image
 
 from specviz.core.lineup import as_lineup
 from specviz.core.sweep import samples_from_json, schedule
-from specviz.gui.windows.explore import ExploreWindow, lane_html
+from specviz.gui.stage.lineup_view import lane_html
+from specviz.gui.windows.explore import ExploreWindow
 from tests.core.test_lineup import three_lanes
 from tests.gui.scripted import speculative_events
 from tests.tiny import tiny_pair
@@ -89,14 +90,14 @@ def test_a_lineup_runs_then_replays_on_one_clock(qtbot) -> None:  # noqa: ANN001
     assert panel.card.rowCount() == 3
     assert [panel.card.item(i, 5).text() for i in range(3)].count("yes") == 2  # T = 0
     # The replay shows each lane at the shared time from its own recorded times.
-    panel.lineup = as_lineup(three_lanes())
-    panel._make_bars(["a", "b", "c"], 10)
+    view = panel.view
+    view.load(as_lineup(three_lanes()))
     panel.show_at(0.45)
-    assert [bar.value() for _, bar, _ in panel.bars] == [7, 0, 1]
+    assert [bar.value() for _, bar, _ in view.bars] == [7, 0, 1]
     # Lane 1 at 0.45 s: its first two rounds, every token in its fate's style.
-    html = panel.texts[0].text()
-    assert html == lane_html(panel.lineup.lanes[0].rounds[:2]) and "猫" in html
-    assert panel.texts[1].text() == ""  # nothing yet at 0.45 s: its first round ends at 0.5
+    html = view.texts[0].text()
+    assert html == lane_html(view.lineup.lanes[0].rounds[:2]) and "猫" in html
+    assert view.texts[1].text() == ""  # nothing yet at 0.45 s: its first round ends at 0.5
     w.close()
 
 

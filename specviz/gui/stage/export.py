@@ -26,9 +26,11 @@ from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication, QWidget
 
 from specviz.core.events import DraftPosition, Event, ExtraToken, Round, RunStarted
+from specviz.core.lineup import Lineup
 from specviz.core.race import as_race
 from specviz.core.record import RunRecord
 from specviz.gui.look.style import FATES, STREAM_KINDS, fmt_prob, special_marker, with_newline_marks
+from specviz.gui.stage.lineup_view import LineupView, lane_figures, lineup_moments, lineup_of
 from specviz.gui.views.bars import RoundBarsView
 from specviz.gui.views.labels import k_text
 from specviz.gui.views.stats import AcceptanceView
@@ -234,17 +236,16 @@ def _css() -> str:
 def transcript_html(events: Sequence[Event], title: str = "specviz transcript") -> str:
     """A standalone page: the prompt, then each token coloured by its fate, figures on hover.
 
-    The last run of the recording; of a race, its speculative run (the one with colours).
+    The last run of the recording; of a race, its speculative run (the one with colours);
+    of a lineup, every lane under its ranking.
     """
+    lineup = lineup_of(events)
+    if lineup is not None:  # every lane, ranked
+        return lineup_html(lineup)
     race = as_race(events)
     if race is not None:
         events = race.speculative.events
     started = next((e for e in reversed(events) if isinstance(e, RunStarted)), None)
-    parts = []
-    for tok in transcript_tokens(events):
-        text = tok.text if tok.kind == "rejected" else with_newline_marks(tok.text)
-        parts.append(f'<span class="tok {tok.kind}" data-round="{tok.round_index + 1}" '
-                     f'title="{escape(tok.tooltip())}">{escape(text)}</span>')
     legend = " ".join(f'<span class="tok {k}">&nbsp;{escape(FATES[k].label)}&nbsp;</span>'
                       for k in STREAM_KINDS)
     meta = ""
@@ -264,12 +265,78 @@ def transcript_html(events: Sequence[Event], title: str = "specviz transcript") 
             f"<p class=\"legend\">{legend} &nbsp; (hover a token for p, q, min(1, p/q), r and "
             "the decision)</p>\n"
             f"<div class=\"prompt\">{prompt}</div>\n"
-            f"<div class=\"text\">{''.join(parts)}</div>\n</body></html>\n")
+            f"<div class=\"text\">{token_spans(events)}</div>\n</body></html>\n")
+
+
+def token_spans(events: Sequence[Event]) -> str:
+    """The last run's tokens as HTML spans, each of its fate's class, its figures on hover."""
+    parts = []
+    for tok in transcript_tokens(events):
+        text = tok.text if tok.kind == "rejected" else with_newline_marks(tok.text)
+        parts.append(f'<span class="tok {tok.kind}" data-round="{tok.round_index + 1}" '
+                     f'title="{escape(tok.tooltip())}">{escape(text)}</span>')
+    return "".join(parts)
 
 
 def export_transcript(events: Sequence[Event], path: str | Path) -> Path:
     path = Path(path)
     path.write_text(transcript_html(events), encoding="utf-8")
+    return path
+
+
+# -- a lineup: its slides and its page ------------------------------------------------------------
+
+LINEUP_SCALE = 1.5  # at 1920 px wide (in proportion below): labels 24 px, lane text 36 px
+
+
+def lineup_frames(lineup: Lineup, times: Sequence[float],
+                  size: tuple[int, int]) -> Iterator[QImage]:
+    """The slide view drawn at each time (exactly ``size`` pixels)."""
+    view = LineupView(slide=True)
+    try:
+        view.load(lineup)
+        scale = LINEUP_SCALE * size[0] / PROJECTOR[0]
+        for t in times:
+            view.show_at(t)
+            yield render_widget(view, size, scale)
+    finally:
+        view.deleteLater()
+
+
+def lineup_html(lineup: Lineup, title: str = "specviz lineup") -> str:
+    """A standalone page: the ranking, then each lane's text coloured by fate (figures on
+    hover), as the race's transcript page draws one run."""
+    started = lineup.lanes[0].started
+    temp = ("greedy (T = 0)" if started.settings.temperature == 0
+            else started.temperature_text(eq=" = "))
+    legend = " ".join(f'<span class="tok {k}">&nbsp;{escape(FATES[k].label)}&nbsp;</span>'
+                      for k in STREAM_KINDS)
+    rows = "".join(
+        f"<tr><td>{rank}</td><td>{escape(lane.label)}</td>"
+        f"<td>{escape(lane_figures(lineup, lane))}</td></tr>\n"
+        for rank, lane in enumerate(lineup.ranking(), 1))
+    lanes = "".join(
+        f'<h2>{escape(lane.label)} <span class="meta">({escape(lane.started.pair.draft or "")}'
+        f'{" → " if lane.started.pair.draft else ""}{escape(lane.started.pair.target)}; '
+        f'{escape(lane_figures(lineup, lane))})</span></h2>\n'
+        f'<div class="text">{token_spans(lane.events)}</div>\n'
+        for lane in lineup.lanes)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title>\n<style>\n{_css()}\n"
+            "h2 { font-size: 28px; margin-top: 36px; } table { font-size: 24px; "
+            "border-collapse: collapse; } td { padding: 4px 16px; border-bottom: 1px solid "
+            "#ccc; }\n</style></head>\n<body>\n"
+            f"<h1>{escape(title)}</h1>\n<p class=\"meta\">{escape(started.pair.target)} · {temp}"
+            f" · seed {started.settings.seed} · {len(lineup.lanes)} lanes run one after the "
+            "other, ranked by measured speed · p = target, q = draft</p>\n"
+            f"<table>{rows}</table>\n<p class=\"legend\">{legend} &nbsp; (hover a token for p, "
+            "q, min(1, p/q), r and the decision)</p>\n"
+            f"<div class=\"prompt\">{escape(started.prompt)}</div>\n{lanes}</body></html>\n")
+
+
+def export_lineup_html(lineup: Lineup, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(lineup_html(lineup), encoding="utf-8")
     return path
 
 
@@ -298,10 +365,16 @@ def plan_animation(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
     """The frames of a recording, drawn one per ``next``: a race plays as a race.
 
     A run: the prompt, then one frame per round, each held for the round's measured time.
-    A race: one frame at each moment either side finishes a round, on the shared clock.
+    A race: one frame at each moment either side finishes a round, on the shared clock; a
+    lineup (3-5 runs of one prompt, or two that are not a race) likewise, its moments at
+    least ``MIN_FRAME_MS`` apart.
     ``reference``: a RunView whose measured figures (the target's step, a baseline run) the
     run's speed card compares with, as the window did.
     """
+    lineup = lineup_of(events)
+    if lineup is not None:  # each moment a lane shows something new, on the shared clock
+        times = lineup_moments(lineup, MIN_FRAME_MS / 1000 * speed)
+        return FramePlan(_durations(times, speed), lineup_frames(lineup, times, size))
     race = as_race(events)
     if race is not None:
         # Each moment a side shows something new (to the µs: one frame for equal times).
@@ -398,7 +471,11 @@ def animation_frames(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
 
 def final_frame(events: Sequence[Event], size: tuple[int, int] = PROJECTOR,
                 reference: Any = None) -> QImage:
-    """The last frame of :func:`animation_frames` alone (a race at its end, or the run)."""
+    """The last frame of :func:`animation_frames` alone (a race or lineup at its end, or
+    the run)."""
+    lineup = lineup_of(events)
+    if lineup is not None:
+        return next(lineup_frames(lineup, [lineup.duration_s], size))
     race = as_race(events)
     if race is not None:
         return next(_race_frames(list(events), [race.duration_s], size))
@@ -675,11 +752,15 @@ __all__ = [
     "export_animation",
     "export_bars",
     "export_graphics",
+    "export_lineup_html",
     "export_transcript",
     "final_frame",
+    "lineup_frames",
+    "lineup_html",
     "plan_animation",
     "projector_scale",
     "render_widget",
+    "token_spans",
     "transcript_html",
     "transcript_tokens",
 ]
@@ -694,10 +775,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m specviz.gui.stage.export",
         description="Slides from a recording: the last frame as PNG, the run or race as a GIF, "
                     "the transcript as HTML, the acceptance plots as PNG/SVG.")
-    parser.add_argument("recording", help="a .jsonl recording (a race plays as a race)")
+    parser.add_argument("recording", help="a .jsonl recording (a race plays as a race, a "
+                        "lineup as a lineup)")
     parser.add_argument("--png", help="the last frame, as the audience sees it at the end")
     parser.add_argument("--gif", help="an animated GIF of the whole recording")
-    parser.add_argument("--html", help="the coloured transcript (the last run)")
+    parser.add_argument("--html", help="the coloured transcript (the last run; every lane "
+                        "of a lineup)")
     parser.add_argument("--acceptance", help="the acceptance plots (.png or .svg)")
     parser.add_argument("--size", default="1920x1080", help="pixels, WIDTHxHEIGHT")
     parser.add_argument("--speed", type=float, default=1.0, help="GIF playback speed")

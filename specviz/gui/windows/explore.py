@@ -34,12 +34,12 @@ from PySide6.QtWidgets import (  # noqa: E402
     QApplication,
     QFileDialog,
     QFormLayout,
-    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
     QMainWindow,
+    QMenu,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -52,43 +52,14 @@ from PySide6.QtWidgets import (  # noqa: E402
     QWidget,
 )
 
-from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings  # noqa: E402
+from specviz.core.events import Event, RunFailed, RunFinished, Settings  # noqa: E402
 from specviz.core.lineup import LaneSpec, Lineup, as_lineup  # noqa: E402
 from specviz.core.presets import DEFAULT_PROMPT  # noqa: E402
 from specviz.core.promptset import PromptItem, PromptResult, PromptSetError  # noqa: E402
 from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
+from specviz.gui.stage.lineup_view import LineupView, lane_html  # noqa: E402
 
 BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
-# A token's fate as the app's legend draws it, told apart by more than hue.
-FATE_STYLE = {
-    "accepted": f"color:{BLUE}",
-    "rejected": f"color:{ORANGE};text-decoration:line-through",
-    "resampled": f"color:{ORANGE};text-decoration:underline",
-    "bonus": f"color:{GREEN};font-weight:bold",
-    "target": "",
-}
-
-
-def lane_html(rounds: Sequence[Round]) -> str:
-    """A lane's text so far, each token styled by its fate (rejected drafts struck)."""
-    from html import escape
-
-    def span(kind: str, text: str) -> str:
-        text = escape(text).replace("\n", "↵ ")
-        style = FATE_STYLE[kind]
-        return f'<span style="{style}">{text}</span>' if style else text
-
-    parts: list[str] = []
-    for rnd in rounds:
-        kept = len(rnd.appended_ids)
-        for i, d in enumerate(rnd.drafted):
-            if d.status == "accepted" and i < kept:
-                parts.append(span("accepted", rnd.appended_texts[i]))
-            elif d.status == "rejected":
-                parts.append(span("rejected", d.text))
-        if rnd.extra is not None and kept > rnd.n_accepted:
-            parts.append(span(rnd.extra.kind, rnd.appended_texts[rnd.n_accepted]))
-    return "".join(parts)
 
 
 @dataclass(frozen=True)
@@ -469,6 +440,19 @@ class LinePanel(QWidget):
         self.open_button = QPushButton("Open…")
         self.save_button = QPushButton("Save…")
         self.save_button.setEnabled(False)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("The lineup as a GIF (every lane on one clock), a PNG of "
+                                      "its end, or an HTML page of every lane's tokens")
+        self.export_button.setEnabled(False)
+        export_menu = QMenu(self.export_button)
+        export_menu.addAction("Animated GIF…", lambda: self._export("GIF", "gif",
+                                                                    self.export_gif))
+        export_menu.addAction("PNG of the end…", lambda: self._export("PNG", "png",
+                                                                      self.export_png))
+        export_menu.addAction("HTML page…", lambda: self._export("HTML", "html",
+                                                                 self.export_html))
+        self.export_button.setMenu(export_menu)
+        self.gif_job: Any = None
         self.status = QLabel("Each lane runs after the other (they would share the cores), then "
                              "all replay together from their own timestamps.")
         self.status.setWordWrap(True)
@@ -485,24 +469,21 @@ class LinePanel(QWidget):
         row.addWidget(self.replay_button)
         row.addWidget(self.open_button)
         row.addWidget(self.save_button)
+        row.addWidget(self.export_button)
         form.addRow(row)
-        self.lanes_box = QGridLayout()
-        self.clock = QLabel("")
+        self.view = LineupView()
         self.card = QTableWidget(0, 6)
         self.card.setHorizontalHeaderLabels(["rank", "lane", "tok/s", "tok/round", "speedup",
                                              "identical"])
         self.card.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.card.verticalHeader().setVisible(False)
+        self.card.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.status)
-        layout.addLayout(self.lanes_box)
-        layout.addWidget(self.clock)
+        layout.addWidget(self.view)
         layout.addWidget(self.card, 1)
         self.events: list[Event] = []
-        self.bars: list[tuple[QLabel, QProgressBar, QLabel]] = []
-        self.texts: list[QLabel] = []
-        self.shown_rounds: list[int] = []
         self.lineup: Lineup | None = None
         self.t = 0.0
         self.timer = QTimer(self)
@@ -540,35 +521,14 @@ class LinePanel(QWidget):
         self.lineup = None
         self.timer.stop()
         self.card.setRowCount(0)
+        self.save_button.setEnabled(False)
+        self.export_button.setEnabled(False)
+        self.replay_button.setEnabled(False)
         names = [" ".join(e.text().split()) for e in self.configs if e.text().strip()]
-        self._make_bars([*names, "target alone"], job.lanes[0].settings.max_new_tokens)
+        self.view.make_lanes([*names, "target alone"], job.lanes[0].settings.max_new_tokens)
         self.status.setText(f"Running {len(job.lanes)} lanes one after the other…")
         self.running(True)
         self.requested.emit(job)
-
-    def _make_bars(self, names: list[str], budget: int) -> None:
-        while self.lanes_box.count():
-            item = self.lanes_box.takeAt(0)
-            widget = item.widget() if item is not None else None
-            if widget is not None:
-                widget.deleteLater()
-        self.bars, self.texts, self.shown_rounds = [], [], []
-        for i, name in enumerate(names):
-            label, bar, speed = QLabel(name), QProgressBar(), QLabel("waiting")
-            bar.setRange(0, budget)
-            bar.setValue(0)
-            bar.setFormat("%v tokens")
-            text = QLabel("")
-            text.setWordWrap(True)
-            text.setTextFormat(Qt.TextFormat.RichText)
-            self.lanes_box.addWidget(label, 2 * i, 0)
-            self.lanes_box.addWidget(bar, 2 * i, 1)
-            self.lanes_box.addWidget(speed, 2 * i, 2)
-            self.lanes_box.addWidget(text, 2 * i + 1, 0, 1, 3)
-            self.bars.append((label, bar, speed))
-            self.texts.append(text)
-            self.shown_rounds.append(-1)
-        self.lanes_box.setColumnStretch(1, 1)
 
     def running(self, on: bool) -> None:
         self.run_button.setEnabled(not on)
@@ -578,9 +538,9 @@ class LinePanel(QWidget):
         """A lane's event as it runs: its bar fills (the live run, before the replay)."""
         self.events.append(event)
         lane = sum(1 for e in self.events if type(e).__name__ == "RunStarted") - 1
-        if not 0 <= lane < len(self.bars):
+        if not 0 <= lane < len(self.view.bars):
             return
-        _, bar, speed = self.bars[lane]
+        _, bar, speed = self.view.bars[lane]
         n = getattr(event, "n_generated", None)
         if n is not None:
             bar.setValue(n)
@@ -594,14 +554,17 @@ class LinePanel(QWidget):
     def ended(self, cancelled: bool) -> None:
         self.running(False)
         self.lineup = as_lineup(self.events)
-        self.shown_rounds = [-1] * len(self.shown_rounds)
         if self.lineup is None or not self.lineup.complete:
             self.status.setText("Cancelled: no lineup to replay." if cancelled else
                                 "The lineup did not finish: " + self.status.text())
             return
         self.replay_button.setEnabled(True)
         self.save_button.setEnabled(True)
+        self.export_button.setEnabled(True)
+        self.view.load(self.lineup)
         self.fill_card(self.lineup)
+        self.status.setText(f"{len(self.lineup.lanes)} lanes, replayed on one clock from their "
+                            "own timestamps; the card ranks them by measured speed.")
         self.replay()
 
     def _on_open_clicked(self) -> None:
@@ -621,10 +584,8 @@ class LinePanel(QWidget):
             return False
         self.timer.stop()
         self.events = list(events)
-        self._make_bars([lane.label for lane in lineup.lanes],
-                        lineup.lanes[0].started.settings.max_new_tokens)
-        self.status.setText(f"{Path(path).name}: {len(lineup.lanes)} lanes.")
         self.ended(False)
+        self.status.setText(f"{Path(path).name}: {len(lineup.lanes)} lanes.")
         return True
 
     def _on_save_clicked(self) -> None:
@@ -641,6 +602,52 @@ class LinePanel(QWidget):
                                   encoding="utf-8")
         except OSError as exc:
             self.status.setText(f"Could not save {path}: {exc.strerror or exc}")
+
+    def _export(self, kind: str, suffix: str, write: Callable[[str], bool]) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, f"Export the lineup as {kind}",
+                                              f"lineup.{suffix}", f"{kind} (*.{suffix})")
+        if path:
+            write(path)
+
+    def export_png(self, path: str, size: tuple[int, int] = (1920, 1080)) -> bool:
+        """The lineup's end, as a slide (every lane done, ranked)."""
+        from specviz.gui.stage.export import final_frame, writable_problem
+
+        problem = writable_problem(path)
+        if problem or not final_frame(self.events, size).save(path):
+            self.status.setText(problem or f"Could not save {Path(path).name}.")
+            return False
+        self.status.setText(f"Saved {Path(path).name}.")
+        return True
+
+    def export_html(self, path: str) -> bool:
+        """Every lane's tokens, coloured by fate, under the ranking."""
+        from specviz.gui.stage.export import export_lineup_html
+
+        assert self.lineup is not None
+        try:
+            export_lineup_html(self.lineup, path)
+        except OSError as exc:
+            self.status.setText(f"Could not save {Path(path).name}: {exc.strerror or exc}")
+            return False
+        self.status.setText(f"Saved {Path(path).name}.")
+        return True
+
+    def export_gif(self, path: str, size: tuple[int, int] = (1920, 1080)) -> bool:
+        """The lineup played on one clock, drawn a frame per tick (the window stays live)."""
+        from specviz.gui.stage.export import AnimationJob
+
+        if self.gif_job is not None and self.gif_job.running:
+            self.status.setText("A GIF is being written; wait for it to finish.")
+            return False
+        job = AnimationJob(self.events, path, size, parent=self)
+        job.drawn.connect(lambda n, total: self.status.setText(
+            f"Drawing {Path(path).name}: frame {n}/{total}…"))
+        job.finished.connect(lambda p, n: self.status.setText(
+            f"Saved {Path(p).name} ({n} frames)."))
+        job.failed.connect(self.status.setText)
+        self.gif_job = job
+        return job.start()
 
     def fill_card(self, lineup: Lineup) -> None:
         ranked = lineup.ranking()
@@ -668,17 +675,7 @@ class LinePanel(QWidget):
         self.timer.start()
 
     def show_at(self, t: float) -> None:
-        assert self.lineup is not None
-        for i, ((label, bar, speed), state) in enumerate(zip(self.bars, self.lineup.at(t),
-                                                             strict=False)):
-            label.setText(state.label)
-            bar.setValue(state.tokens)
-            if i < len(self.texts) and state.rounds != self.shown_rounds[i]:  # only on change
-                self.shown_rounds[i] = state.rounds
-                self.texts[i].setText(lane_html(self.lineup.lanes[i].rounds[:state.rounds]))
-            speed.setText(f"{state.tokens_per_s:5.1f} tok/s, {state.tokens_per_round:.2f} "
-                          f"tok/round" + (" ✓ done" if state.done else ""))
-        self.clock.setText(f"shared clock: {t:.2f} s of {self.lineup.duration_s:.2f} s")
+        self.view.show_at(t)
 
     def _on_timer_timeout(self) -> None:
         if self.lineup is None:
