@@ -24,8 +24,10 @@ Status = Literal["accepted", "rejected", "discarded"]
 ExtraKind = Literal["resampled", "bonus", "target"]
 StopReason = Literal["eos", "max_new_tokens", "stopped", "context", "error"]
 # Version of the event schema a recording was written with. 1: before drafters and K
-# policies (no ``format`` field at all); 2: drafter per position, policy reason, lenience.
-FORMAT_VERSION = 2
+# policies (no ``format`` field at all); 2: drafter per position, policy reason, lenience;
+# 3: token trees (a draft's ``parent``, and after a rejected one the ``residual_top`` its
+# next sibling meets). Each version reads the older ones: a missing field is a chain.
+FORMAT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,9 @@ class DraftPosition:
     drafter: str = "model"  # who proposed x: "model" or "lookup" (then q is one-hot on x)
     # A tree round: the index of x's parent draft (-1: the committed text); None: a chain.
     parent: int | None = None
+    # A tree round, x rejected: top-N of the p the next sibling is tested against (the
+    # residual after x, e.g. norm(max(0, p − q))); the last sibling's is the extra's law.
+    residual_top: TopN | None = None
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,7 @@ _NESTED: dict[str, type] = {
     "p_top": TopN,
     "dist_top": TopN,
     "bonus_top": TopN,
+    "residual_top": TopN,
     "extra": ExtraToken,
     "pair": PairInfo,
     "settings": Settings,

@@ -55,9 +55,12 @@ PROBABILITY = {
     (ev.Summary, "acceptance_by_position"), (ev.Settings, "top_p"), (ev.Settings, "lenience"),
 }
 SIGNED = {(ev.Settings, "seed")}
+# Where a number may go below 0: a tree node's parent -1 is the committed text.
+LOWER: dict[tuple[type, str], int] = {(ev.DraftPosition, "parent"): -1}
 UPPER = {
     (ev.Settings, "k"): MAX_K, (ev.Round, "k"): MAX_K, (ev.Round, "n_accepted"): MAX_K,
-    (ev.DraftPosition, "index"): MAX_K - 1, (ev.Settings, "top_n"): MAX_TOP_N,
+    (ev.DraftPosition, "index"): MAX_K - 1, (ev.DraftPosition, "parent"): MAX_K - 2,
+    (ev.Settings, "top_n"): MAX_TOP_N,
     (ev.Settings, "seed"): MAX_SEED,
 }
 # Tuples: the most items they may hold (the rest are bounded by the line size).
@@ -144,7 +147,7 @@ def _check_number(value: float, where: str, key: tuple[type, str]) -> None:
         if not -EPS <= value <= 1.0 + EPS:
             raise _Invalid(f"{where} must be a probability in [0, 1], got {_shown(value)}")
         return
-    low = -MAX_SEED if key in SIGNED else 0
+    low = -MAX_SEED if key in SIGNED else LOWER.get(key, 0)
     high = UPPER.get(key, MAX_COUNT)
     if value < low:
         raise _Invalid(f"{where} must be at least {low}, got {_shown(value)}")
@@ -303,6 +306,13 @@ def _check_object(obj: Any, where: str) -> None:
         for i, d in enumerate(obj.drafted):
             if d.index != i:
                 raise _Invalid(f"{where}.drafted[{i}].index must be {i}, got {d.index}")
+            # A tree's nodes come parent first; a round is a chain (no parents) or a tree.
+            if d.parent is not None and d.parent >= i:
+                raise _Invalid(f"{where}.drafted[{i}].parent must come before it (at most "
+                               f"{i - 1}), got {d.parent}")
+            if (d.parent is None) != (obj.drafted[0].parent is None):
+                raise _Invalid(f"{where}.drafted[{i}].parent: a round's drafts must all have "
+                               "a parent (a tree) or none (a chain)")
         if len(obj.appended_texts) != len(obj.appended_ids):
             raise _Invalid(f"{where}: appended_ids and appended_texts must have the same "
                            f"length, got {len(obj.appended_ids)} and "

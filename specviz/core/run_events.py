@@ -84,6 +84,10 @@ class EventBuilder:
         n_acc = verdict.n_accepted
         q_tops = self.tops(q_rows, drafts) if drafts else []
         p_tops = self.tops(p_rows, drafts) if drafts else []
+        rejected = [i for i, rest in enumerate(verdict.residuals) if rest is not None]
+        residual_tops: dict[int, TopN] = dict(zip(rejected, self.tops(
+            torch.stack([verdict.residuals[i] for i in rejected]),  # type: ignore[misc]
+            [None] * len(rejected)), strict=True)) if rejected else {}
         drafted = tuple(
             DraftPosition(
                 index=i, token_id=x, text=self.texts(x), q=float(q_rows[i, x]),
@@ -91,6 +95,7 @@ class EventBuilder:
                 status=verdict.statuses[i], q_top=q_tops[i],
                 p_top=p_tops[i], drafter=source,
                 parent=parents[i] if parents is not None else None,
+                residual_top=residual_tops.get(i),
             )
             for i, x in enumerate(drafts)
         )

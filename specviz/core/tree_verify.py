@@ -245,10 +245,11 @@ def as_verdict(verdict: TreeVerdict, tree: DraftTree, p_rows: torch.Tensor,
                q_rows: torch.Tensor) -> Verdict:
     """The chain-shaped ``Verdict`` of a tree (per node, in node order), for the events: the
     tested nodes' ratios and r's, and the untested ones' min(1, p(x) / q(x)) at their parent
-    context (q one-hot for a deterministic child)."""
+    context (q one-hot for a deterministic child); each rejected node's residual."""
     ratios: list[float] = []
     rs: list[float | None] = []
     tested = {t.node: t for d in verdict.decisions for t in d.tests}
+    residuals = tuple(tested[i].residual if i in tested else None for i in range(len(tree)))
     for i, x in enumerate(tree.tokens):
         test = tested.get(i)
         if test is not None:
@@ -261,4 +262,5 @@ def as_verdict(verdict: TreeVerdict, tree: DraftTree, p_rows: torch.Tensor,
         rs.append(None)
     return Verdict(n_accepted=len(verdict.path), statuses=verdict.statuses,
                    ratios=tuple(ratios), rs=tuple(rs), extra_kind=verdict.extra_kind,
-                   extra_dist=verdict.extra_dist, extra_id=verdict.extra_id)
+                   extra_dist=verdict.extra_dist, extra_id=verdict.extra_id,
+                   residuals=residuals)

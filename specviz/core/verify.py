@@ -31,6 +31,9 @@ class Verdict:
     extra_kind: ExtraKind
     extra_dist: torch.Tensor  # (V,) residual at the rejection, or p_{K+1} when all were kept
     extra_id: int
+    # Tree rounds: per draft, the p its next sibling is tested against once it is rejected
+    # (the residual; None where it was not rejected). Empty for chains.
+    residuals: tuple[torch.Tensor | None, ...] = ()
 
 
 def verify(p_rows: torch.Tensor, q_rows: torch.Tensor, drafts: Sequence[int], rng: Random, *,

@@ -41,7 +41,7 @@ def test_new_fields_round_trip(tiny_pair: ModelPair) -> None:
         ngram_min=2, ngram_max=4)).run("the cat sat on the mat the cat sat"))
     assert [from_json(to_json(e)) for e in events] == events
     started, done = events[0], events[-1]
-    assert isinstance(started, RunStarted) and started.format == FORMAT_VERSION == 2
+    assert isinstance(started, RunStarted) and started.format == FORMAT_VERSION == 3
     assert isinstance(done, RunFinished) and not done.summary.exact
     assert all(isinstance(d, DrafterTally) for d in done.summary.by_drafter)
     rounds = [e for e in events if isinstance(e, Round)]
