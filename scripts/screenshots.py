@@ -48,7 +48,7 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
          target: str | None = None, prompt: str | None = None, k: int = 4,
          temperature: float = 0.8, max_new_tokens: int = 48, seed: int = 1,
          timeout_s: float = 600.0, size: tuple[int, int] = SIZE,
-         maximized: bool = False) -> list[Path]:
+         maximized: bool = False, drafter: str | None = None) -> list[Path]:
     """Decode in a MainWindow and grab it; returns the PNG paths."""
     from PySide6.QtCore import QSettings, Qt
 
@@ -79,6 +79,8 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             window.controls.temperature.setValue(temperature)
             window.controls.max_new.setValue(max_new_tokens)
             window.controls.seed.setValue(seed)
+            if drafter is not None:
+                window.controls.drafter.setCurrentText(drafter)
             window.run()
             finished = _wait(app, lambda: window.controller.state == "idle", timeout_s)
             if not finished:
@@ -97,6 +99,7 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
                     # The most instructive: a rejection after some accepted drafts.
                     view.select_round(max(pick, key=lambda r: (r.n_accepted, -r.index)).index)
                     paths.append(_grab(window, out / name, app))
+            paths.extend(_tree_shots(window, view, out, app))
             view.select_round(None)
             window.dock.hide()
             window.menuBar().hide()
@@ -132,6 +135,30 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             app.processEvents()
 
 
+def _tree_shots(window: Any, view: Any, out: Path, app: Any) -> list[Path]:
+    """A tree round (lookup-tree, model-tree) selected, and staged at its siblings' tests:
+    round-tree.png and round-tree-step-N.png. None when the run drafted no tree."""
+    from specviz.gui.views.staging import phases
+    from specviz.gui.views.tree import is_tree
+
+    trees = [r for r in view.record.rounds if is_tree(r)]
+    if not trees:
+        return []
+    # The most instructive: the most siblings tested, a kept node among them if any.
+    rnd = max(trees, key=lambda r: (r.n_accepted > 0, sum(d.status != "discarded"
+                                                          for d in r.drafted), -r.index))
+    view.select_round(rnd.index)
+    paths = [_grab(window, out / "round-tree.png", app)]
+    view.stage(rnd)
+    steps = phases(rnd)
+    for i in range(1, len(steps)):
+        view.stager.forward()
+        if steps[i].name in ("test", "extra"):
+            paths.append(_grab(window, out / f"round-tree-step-{i + 1}.png", app))
+    view.stager.stop()
+    return paths
+
+
 def _grab(widget: Any, path: Path, app: Any, window: Any = None) -> Path:
     """Save a widget (the window, or one view) as a PNG after drawing what is queued."""
     window = window or widget
@@ -154,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--drafter", help="who drafts (e.g. lookup-tree: tree screenshots too)")
     p.add_argument("--size", default="1920x1080", help="window size, WxH (default 1920x1080)")
     p.add_argument("--maximized", action="store_true", help="maximise instead of --size")
     p.add_argument("--platform", help="Qt platform plugin (default offscreen; xcb under Xvfb)")
@@ -162,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = take(args.out_dir, tiny=args.tiny, draft=args.draft, target=args.target,
                  prompt=args.prompt, k=args.k, temperature=args.temperature,
                  max_new_tokens=args.max_new_tokens, seed=args.seed, size=(width, height),
-                 maximized=args.maximized)
+                 maximized=args.maximized, drafter=args.drafter)
     for path in paths:
         print(path)
     return 0

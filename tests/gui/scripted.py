@@ -120,3 +120,77 @@ def baseline_events() -> list:
                         tokens_per_s=10.0),
     )
     return [started, *rounds, finished]
+
+
+# A tree round as the lookup tree drafts it: q one-hot on each node (q(x) = 1), so each
+# sibling is kept with p(x) / (1 − Σ p of the siblings rejected before it).
+ROOT_P = [(" the", 0.40), (" a", 0.25), (" cat", 0.15), (" dog", 0.10), (" sun", 0.05)]
+THE_P = [(" sun", 0.50), (" mat", 0.20), (" big", 0.10), (" red", 0.08), (" on", 0.05)]
+
+
+def tree_draft(i: int, text: str, parent: int, status: str, context_p: list[tuple[str, float]],
+               r: float | None, against: float = 0.0) -> DraftPosition:
+    """A lookup-tree node: q one-hot; p and p_top from its parent's context; ``against``: the
+    mass the siblings rejected before it took away (its ratio is p / (1 − against))."""
+    p = dict(context_p).get(text, 0.02)
+    return DraftPosition(
+        index=i, token_id=ID[text], text=text, q=1.0, p=p, ratio=min(1.0, p / (1.0 - against)),
+        r=r, status=status,  # type: ignore[arg-type]
+        q_top=top([(text, 1.0)]), p_top=top(context_p), drafter="lookup", parent=parent)
+
+
+def tree_round_resampled(index: int = 0) -> Round:
+    """Seven nodes: at the root “ cat” is rejected and “ the” kept against p′; after “ the”
+    both children are rejected and “ mat” is drawn from p″ (p without them, renormalised)."""
+    drafted = [
+        tree_draft(0, " cat", -1, "rejected", ROOT_P, 0.6),
+        tree_draft(1, " the", -1, "accepted", ROOT_P, 0.3, against=0.15),
+        tree_draft(2, " dog", -1, "discarded", ROOT_P, None),
+        tree_draft(3, " red", 0, "discarded", ROOT_P, None),
+        tree_draft(4, " big", 1, "rejected", THE_P, 0.7),
+        tree_draft(5, " sun", 1, "rejected", THE_P, 0.9, against=0.10),
+        tree_draft(6, " mat", 5, "discarded", THE_P, None),
+    ]
+    ext = ExtraToken(kind="resampled", token_id=ID[" mat"], text=" mat", prob=0.5, p=0.2,
+                     dist_top=top([(" mat", 0.5), (" red", 0.2), (" on", 0.125)]))
+    return make_round(index, drafted, 1, ext, [" the", " mat"], None, 2 * index + 2, index + 1,
+                      0, k=7)
+
+
+def tree_round_bonus(index: int = 1) -> Round:
+    """A path to a leaf: “ on” → “ a” → “ red” kept, “ the” beside “ a” discarded, a bonus."""
+    on_p = [(" on", 0.6), (" the", 0.2)]
+    a_p = [(" a", 0.7), (" the", 0.2)]
+    red_p = [(" red", 0.5), (" big", 0.3)]
+    drafted = [
+        tree_draft(0, " on", -1, "accepted", on_p, 0.1),
+        tree_draft(1, " a", 0, "accepted", a_p, 0.2),
+        tree_draft(2, " the", 0, "discarded", a_p, None),
+        tree_draft(3, " red", 1, "accepted", red_p, 0.4),
+    ]
+    ext = ExtraToken(kind="bonus", token_id=ID[" sun"], text=" sun", prob=0.3, p=0.3,
+                     dist_top=top([(" sun", 0.3), (" mat", 0.2)]))
+    return make_round(index, drafted, 3, ext, [" on", " a", " red", " sun"], None, 6, 2, 0, k=4)
+
+
+def tree_events() -> list:
+    """RunStarted (lookup-tree), the two tree rounds, a chain round, RunFinished."""
+    started = RunStarted(
+        mode="speculative", prompt=PROMPT, prompt_ids=(0, 1),
+        settings=plain(k=8, temperature=1.0, max_new_tokens=64, seed=7, top_n=10,
+                       drafter="lookup-tree", lookup_k=8),
+        pair=PairInfo(draft=None, target="tiny-target", device="cpu", dtype="float64",
+                      vocab_size=len(VOCAB)))
+    chain = make_round(2, [tree_draft(0, " the", -1, "accepted", ROOT_P, 0.1),
+                           tree_draft(1, " cat", 0, "rejected", ROOT_P, 0.9)],
+                       1, extra("resampled", " dog", 0.6, 0.3), [" the", " dog"], None, 8, 3, 0,
+                       k=2)
+    rounds = [tree_round_resampled(0), tree_round_bonus(1), chain]
+    finished = RunFinished(
+        generated_ids=tuple(i for r in rounds for i in r.appended_ids),
+        text="".join(r.appended_text for r in rounds), stop_reason="max_new_tokens",
+        summary=Summary(tokens=8, rounds=3, drafted=13, accepted=5, acceptance_rate=5 / 13,
+                        mean_tokens_per_round=8 / 3, acceptance_by_position=(0.5, 0.5),
+                        target_calls=3, draft_calls=0, draft_time_s=0.0, verify_time_s=0.15,
+                        wall_time_s=0.3, tokens_per_s=26.0))
+    return [started, *rounds, finished]

@@ -32,6 +32,7 @@ from specviz.gui.views.labels import TOOLTIP_CHARS, breakable, capped, k_text
 from specviz.gui.views.staging import StagePanel, Stager
 from specviz.gui.views.stats import AcceptanceView, SpeedView
 from specviz.gui.views.stream import TokenStreamView
+from specviz.gui.views.tree import TreeView, is_tree
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
@@ -174,8 +175,13 @@ class RunView(QWidget):
         self.stream.round_clicked.connect(self._on_round_clicked)
         self.bars = RoundBarsView()
         self.bars.width_changed.connect(self._redraw)  # titles cut to the new width
+        # A tree round (drafts with parents other than a chain's) is drawn as a tree instead.
+        self.tree = TreeView()
+        self.tree.hide()
+        self._drawn_round: Round | None = None  # the round the bars or the tree show now
         self.stage_panel = StagePanel()
-        self.stager = Stager(self.bars, self.stage_panel, on_phase=self._on_stage_phase)
+        self.stager = Stager(self.bars, self.stage_panel, on_phase=self._on_stage_phase,
+                             tree=self.tree)
         # A staged round shows only what its phase has revealed: its text, and the plots and
         # numbers without it (the record before it) until its last phase.
         self._before: RunRecord | None = None
@@ -199,6 +205,7 @@ class RunView(QWidget):
         bars_layout.setSpacing(0)
         bars_layout.addWidget(self.stage_panel)
         bars_layout.addWidget(self.bars, 1)
+        bars_layout.addWidget(self.tree, 1)
         main.addWidget(bars_box)
         for splitter in (top, main):
             splitter.setChildrenCollapsible(False)
@@ -248,6 +255,7 @@ class RunView(QWidget):
         self.acceptance.set_theme(theme)
         self.speed.set_theme(theme)
         self.bars.set_theme(theme)
+        self.tree.set_theme(theme)
         if self.stager.active:
             self.stager.draw()
 
@@ -283,7 +291,8 @@ class RunView(QWidget):
                           - (bars.wanted_height() - bars.graphics.minimumHeight()))
             if self.stager.active:
                 self.stager.draw()  # the staged phase again, with as many candidates
-        lower = self.bars.wanted_height() + staged
+        lower = (self.tree if self.tree.isVisibleTo(self) else self.bars).wanted_height() \
+            + staged
         upper = max(top.minimumSizeHint().height(), total - lower)
         if total:
             main.setSizes([upper, total - upper])
@@ -582,13 +591,24 @@ class RunView(QWidget):
     def _bars_due(self) -> bool:
         """Whether the bars show another round than the one to show (or another selection),
         or have panels of theirs still to draw."""
-        return (self.bars.drawing or self.shown_round() is not self.bars.round
+        return (self.bars.drawing or self.shown_round() is not self._drawn_round
                 or (self.selected is not None) != self._bars_selected)
 
     def _draw_bars(self, limit: int | None = None) -> None:
         # A past round picked while the run goes on: the frames after it leave its panels be.
         shown, selected = self.shown_round(), self.selected is not None
-        self.bars.show_round(shown, selected=selected, limit=limit)
+        self._drawn_round = shown
+        tree = is_tree(shown)
+        if tree and not self.tree.isVisibleTo(self) and not self.presenting:
+            QTimer.singleShot(0, self._room_for_tree)  # once laid out: the tree's height known
+        if tree:
+            assert shown is not None
+            self.bars.stop_drawing()
+            self.tree.show_round(shown, selected=selected)
+        else:
+            self.bars.show_round(shown, selected=selected, limit=limit)
+        self.bars.setVisible(not tree)
+        self.tree.setVisible(tree)
         self._bars_selected = selected
         self.frames_drawn["bars"] += 1
         if self.presenting and \
@@ -596,6 +616,20 @@ class RunView(QWidget):
             self.fit_panes()  # K changed (rows of panels), or the headline's lines
             self._fitted = self.bars.wanted_height()
             QTimer.singleShot(0, self.fit_panes)  # again once the new text is laid out
+
+    def _room_for_tree(self) -> None:
+        """A tree takes the place of the bars: the lower pane grows to the tree's height, as
+        far as the text and plots can spare (never shrinks: the user's drag stays)."""
+        if not self.tree.isVisibleTo(self):
+            return
+        main = self.splitters[1]
+        sizes = main.sizes()
+        total = sum(sizes)
+        lower = min(self.tree.wanted_height() + (self.stage_panel.height()
+                                                 if self.stage_panel.isVisibleTo(self) else 0),
+                    total - main.widget(0).minimumSizeHint().height())
+        if total and lower > sizes[1]:
+            main.setSizes([total - lower, lower])
 
     def _draw_stats(self) -> None:
         """The acceptance plots, the speed numbers, the info line and the exactness warning."""

@@ -5,6 +5,10 @@ the draft proposes x₁…x_K (q bars); the target scores all K+1 positions in o
 appear); each tested x_i in turn, r as a marker against min(1, p/q) on a 0–1 line, kept or
 rejected; the discarded drafts greyed; the residual max(0, p − q) (or p at K+1) appears; the
 resampled or bonus token is drawn. Forward and back (PgDn / PgUp).
+
+A tree round (gui/views/tree.py) unfolds in the tree instead: the drafter's tree, the
+target's one pass, then the siblings one by one in the walk's order, each against the p the
+rejections before it left (the residual), the nodes off the path discarded, the extra token.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QEvent, QRectF, QSize
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
@@ -26,6 +30,7 @@ from specviz.gui.look.style import (
 )
 from specviz.gui.look.themes import LIGHT, contrast_ratio
 from specviz.gui.views.bars import LABEL_CHARS, RoundBarsView, candidates, top_candidates
+from specviz.gui.views.tree import ROOT, Reveal, TreeView, is_tree, kept_path, marked, sibling_tests
 
 GREYED = "#C8C8C8"
 SUB = "₀₁₂₃₄₅₆₇₈₉"
@@ -44,6 +49,8 @@ class Phase:
 
 def phases(rnd: Round) -> list[Phase]:
     """The phases of one round, in order, with their captions."""
+    if is_tree(rnd):
+        return tree_phases(rnd)
     k = len(rnd.drafted)
     drafts = " ".join(f"“{token_label(d.text)}”" for d in rnd.drafted)
     out = [Phase("draft", f"The draft q proposes x{sub(1)}…x{sub(k)}: {drafts}"),
@@ -65,6 +72,49 @@ def phases(rnd: Round) -> list[Phase]:
                                   "(resampled)", n))
     elif e is not None:
         out.append(Phase("dist", f"All {k} kept: p at position {k + 1} gives a bonus token", n))
+        out.append(Phase("extra", f"Bonus “{token_label(e.text)}” drawn from p", n))
+    return out
+
+
+def tree_phases(rnd: Round) -> list[Phase]:
+    """A tree round's phases: the tree, the one pass, each sibling's test in the walk's order
+    (against p, then the residual each rejection leaves), the discards, the extra token."""
+    k = len(rnd.drafted)
+    first = sum(1 for d in rnd.drafted if d.parent == ROOT)
+    out = [Phase("draft", f"The drafter proposes a tree of {k} tokens, {first} candidates for "
+                          "the next one; branches share their start"),
+           Phase("score", f"The target scores all {k + 1} contexts in one pass (a tree "
+                          "attention mask: each node sees only its ancestors)")]
+    walk = sibling_tests(rnd)
+    for j, t in enumerate(walk, 1):
+        d = rnd.drafted[t.node]
+        against = marked(t.order - 1)
+        where = "first candidate" if t.order == 1 else f"candidate {t.order}"
+        if d.status == "accepted":
+            then = "kept: its children are tested next" if any(
+                c.parent == d.index for c in rnd.drafted) else "kept: a leaf"
+            out.append(Phase("test", f"“{token_label(d.text)}” ({where}) against {against}: "
+                                     f"r {fmt_prob(d.r)} < {fmt_prob(d.ratio)} → {then}", j))
+        else:
+            out.append(Phase("test", f"“{token_label(d.text)}” ({where}) against {against}: "
+                                     f"r {fmt_prob(d.r)} ≥ {fmt_prob(d.ratio)} → rejected; "
+                                     f"the next one meets {marked(t.order)}, the residual", j))
+    n = len(walk)
+    off = k - n
+    if off:
+        out.append(Phase("discard", f"{off} node{'s' if off > 1 else ''} off the path: "
+                                    "discarded, never tested", n))
+    e = rnd.extra
+    if e is not None and e.kind == "resampled":
+        last = walk[-1].order if walk else 0
+        path = kept_path(rnd)
+        where = f"after “{token_label(rnd.drafted[path[-1]].text)}”" if path else "first"
+        out.append(Phase("dist", f"No candidate kept {where}: {marked(last)} is what the "
+                                 "target still owes there", n))
+        out.append(Phase("extra", f"“{token_label(e.text)}” is drawn from {marked(last)} "
+                                  "(resampled)", n))
+    elif e is not None:
+        out.append(Phase("dist", "The path reached a leaf: p after it gives a bonus token", n))
         out.append(Phase("extra", f"Bonus “{token_label(e.text)}” drawn from p", n))
     return out
 
@@ -144,6 +194,8 @@ class StagePanel(QWidget):
         super().__init__(parent)
         self.caption = QLabel()
         self.caption.setWordWrap(True)
+        # Plain text: a token such as "<s>" is shown, not taken for a tag (it struck the rest).
+        self.caption.setTextFormat(Qt.TextFormat.PlainText)
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE + 3)
         font.setBold(True)
@@ -165,9 +217,10 @@ class Stager:
     """Which phase of which round the bars show; forward / back move one phase."""
 
     def __init__(self, bars: RoundBarsView, panel: StagePanel,
-                 on_phase: Callable[[Round | None, Phase | None, bool], None] | None = None
-                 ) -> None:
+                 on_phase: Callable[[Round | None, Phase | None, bool], None] | None = None,
+                 tree: TreeView | None = None) -> None:
         self.bars = bars
+        self.tree = tree  # where a tree round unfolds (the bars keep chains)
         self.panel = panel
         self.round: Round | None = None
         self.phases: list[Phase] = []
@@ -205,6 +258,8 @@ class Stager:
         rnd, self.round = self.round, None
         self.panel.hide()
         self.bars.header.show()
+        if self.tree is not None:
+            self.tree.header.show()
         if rnd is not None and self.on_phase is not None:
             self.on_phase(rnd, None, True)  # staging ends: the round shows whole
 
@@ -227,6 +282,12 @@ class Stager:
         if rnd is None:
             return
         phase = self.phases[self.index]
+        if self.tree is not None and is_tree(rnd):
+            self._draw_tree(rnd, phase)
+            return
+        if self.tree is not None:
+            self.tree.hide()
+            self.bars.show()
         bars = self.bars
         scale = bars.scale
         t = bars.theme
@@ -297,6 +358,34 @@ class Stager:
         self.panel.caption.setText(phase.caption)
         if phase.name == "test":
             d = [x for x in rnd.drafted if x.status != "discarded"][phase.tested - 1]
+            self.panel.rline.set(d.ratio, d.r, d.status == "accepted")
+            self.panel.rline.show()
+        else:
+            self.panel.rline.set(None, None, False)
+            self.panel.rline.hide()
+        if self.on_phase is not None:
+            self.on_phase(rnd, phase, self.at_end)
+
+    def _draw_tree(self, rnd: Round, phase: Phase) -> None:
+        """The phase in the tree: as much as it has revealed, the sibling under test ringed."""
+        tree = self.tree
+        assert tree is not None
+        names = [p.name for p in self.phases[: self.index + 1]]
+        reveal = Reveal(scored="score" in names, tested=phase.tested,
+                        discarded="discard" in names, extra="extra" in names)
+        walk = sibling_tests(rnd)
+        current = walk[phase.tested - 1].node if phase.name == "test" else None
+        self.bars.hide()
+        tree.show()
+        tree.show_round(rnd, reveal=reveal, current=current)
+        tree.header.hide()  # the caption line says where we are: the tree gets the room
+        self.panel.step_label.setText(f"Round {rnd.index + 1} · {self.index + 1}/"
+                                      f"{len(self.phases)}")
+        self.panel.step_label.setToolTip("PgDn / → / Space: next step · PgUp / ←: back")
+        self.panel.caption.setText(phase.caption)
+        self.panel.rline.theme = tree.theme  # type: ignore[attr-defined]
+        if current is not None:
+            d = rnd.drafted[current]
             self.panel.rline.set(d.ratio, d.r, d.status == "accepted")
             self.panel.rline.show()
         else:

@@ -275,11 +275,13 @@ class TokenStreamView(QTextEdit):
         kept = len(rnd.appended_ids)
         first = rnd.n_generated - kept  # index in the output of this round's first token
         decided = [d for d in rnd.drafted if d.status != "discarded"]
+        at = 0  # a kept draft's place in the output: a chain's index; in a tree, its depth
         for d in decided[:tested]:
-            if d.status == "accepted" and d.index < kept:
-                self._insert(special_marker(rnd.appended_texts[d.index], d.text), "accepted",
-                             rnd, d.index, first + d.index, d, None,
-                             output=rnd.appended_texts[d.index])
+            if d.status == "accepted" and at < kept:
+                self._insert(special_marker(rnd.appended_texts[at], d.text), "accepted",
+                             rnd, d.index, first + at, d, None,
+                             output=rnd.appended_texts[at])
+                at += 1
             elif d.status == "rejected":
                 span = self._insert(inline_rejected(d.text), "rejected", rnd, d.index, None, d,
                                     None, fmt_key="rejected_pending")
@@ -290,7 +292,9 @@ class TokenStreamView(QTextEdit):
         extra_token = rnd.extra
         if extra_token is not None and kept > rnd.n_accepted:
             i = rnd.n_accepted
-            draft = rnd.drafted[i] if i < len(rnd.drafted) else None
+            # The draft it replaces: the last one rejected (a chain's at i; a tree's, the last
+            # sibling tested where the walk ended). None after a bonus.
+            draft = next((d for d in reversed(rnd.drafted) if d.status == "rejected"), None)
             self._insert(special_marker(rnd.appended_texts[i], extra_token.text),
                          extra_token.kind, rnd, i, first + i, draft, extra_token,
                          output=rnd.appended_texts[i])

@@ -84,6 +84,7 @@ class Zoom(QObject):
             widget.setFont(font)
         view.stream.set_scale(factor)
         view.bars.set_scale(factor)
+        view.tree.set_scale(factor)
         view.acceptance.set_scale(factor)
         view.speed.refit()  # the numbers in one row again once they fit (after F11 → Esc)
         view.arrange_top()  # zoomed in on a narrow window: the plots under the text
