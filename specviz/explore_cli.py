@@ -77,6 +77,31 @@ def parse_config(text: str, base: Settings, allow_fixed: bool = False) -> Settin
     return settings
 
 
+def parse_lane(text: str, base: Settings) -> tuple[Settings, str | None]:
+    """A lineup lane's configuration: :func:`parse_config`'s pairs, and ``draft=SPEC`` for a
+    draft model of its own (alias, preset, hub id, folder or .gguf; None: the pair's)."""
+    from .core.lineup import DRAFT_KEY
+
+    draft = None
+    rest = []
+    for part in text.replace(",", " ").split():
+        key, eq, value = part.partition("=")
+        if key.strip().lower() == DRAFT_KEY and eq:
+            if not value:
+                raise InputError(f"{text!r}: write draft=PATH (a folder, .gguf, hub id, alias "
+                                 "or preset).")
+            if draft is not None:
+                raise InputError(f"{text!r}: one draft= per lane.")
+            draft = value
+        else:
+            rest.append(part)
+    settings = parse_config(" ".join(rest), base) if rest else base
+    if draft is not None and settings.drafter == "lookup":
+        raise InputError(f"{text!r}: draft= needs a drafter that uses a draft model (model or "
+                         "hybrid), not lookup.")
+    return settings, draft
+
+
 def config_label(text: str) -> str:
     return " ".join(text.replace(",", " ").split())
 
@@ -107,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     lineup = sub.add_parser("lineup", help="2-4 configurations of one prompt, side by side on "
                             "one clock, beside the target alone")
     lineup.add_argument("configs", nargs="+", metavar="CONFIG",
-                        help='"k=2", "k=8", "k_policy=cost", "drafter=lookup lookup_k=16" …')
+                        help='"k=2", "k=8", "k_policy=cost", "drafter=lookup lookup_k=16", '
+                        '"k=4 draft=PATH" (another draft model, same tokenizer) …')
     lineup.add_argument("--prompt", default=DEFAULT_PROMPT)
     lineup.add_argument("--no-baseline", action="store_true",
                         help="leave out the target-alone lane (then no speedups)")
@@ -216,19 +242,30 @@ def cmd_lineup(args: argparse.Namespace, stop: threading.Event) -> int:
     from .core.lineup import MAX_LANES, LaneSpec, as_lineup, run_lineup
 
     base = base_settings(args)
-    lanes = [LaneSpec(parse_config(c, base)) for c in args.configs]
+    lanes = []
+    for c in args.configs:
+        settings, draft = parse_lane(c, base)
+        lanes.append(LaneSpec(settings, draft=draft))
     if not args.no_baseline:
         lanes.append(LaneSpec(base, mode="baseline"))
     if len(args.configs) > MAX_LANES - 1 or len(lanes) < 2:
         raise InputError(f"A lineup runs 1 to {MAX_LANES - 1} configurations beside the target "
                          f"alone (2 to {MAX_LANES - 1} with --no-baseline), got "
                          f"{len(args.configs)}.")
-    pair = load(args, need_draft=any(ln.settings.drafter != "lookup" for ln in lanes))
+    from .core.lineup import draft_source
+    from .core.models import locate
+
+    for lane in lanes:  # a wrong draft= fails now, not after the pair has loaded
+        if lane.draft is not None:
+            locate(draft_source(lane.draft))
+    pair = load(args, need_draft=any(ln.settings.drafter != "lookup" and ln.draft is None
+                                     for ln in lanes))
     prompt = _prompt(pair, args, args.prompt)
     say("warm-up (untimed, 2 tokens per lane)")
     short = [dataclasses.replace(ln, settings=dataclasses.replace(
         ln.settings, max_new_tokens=2)) for ln in lanes]
-    for _ in run_lineup(pair, short, prompt):
+    drafts: dict[str, Any] = {}  # lanes' own draft models, loaded once (in the warm-up)
+    for _ in run_lineup(pair, short, prompt, loaded=drafts):
         pass
     if any(ln.settings.k_policy == "cost" for ln in lanes):
         from .core.engine import calibrate
@@ -236,7 +273,7 @@ def cmd_lineup(args: argparse.Namespace, stop: threading.Event) -> int:
         calibrate(pair)  # the cost policy's v(n), timed once per pair: not inside a lane's clock
     events = []
     status = 0
-    for event in run_lineup(pair, lanes, prompt, stop):
+    for event in run_lineup(pair, lanes, prompt, stop, drafts):
         events.append(event)
         if args.json:
             print(to_json(event), flush=True)
@@ -301,13 +338,14 @@ def lineup_card(lineup: Any) -> str:
     lines = [f"{'#':>2}  {'lane':<44} {'tokens':>6} {'tok/s':>7} {'tok/round':>9} "
              f"{'speedup':>8}  identical"]
     for rank, lane in enumerate(lineup.ranking(), 1):
+        label = lineup.label(lane)
         if lane.finished is None:
-            lines.append(f"{rank:>2}  {lane.label:<44} (did not finish)")
+            lines.append(f"{rank:>2}  {label:<44} (did not finish)")
             continue
         s = lane.finished.summary
         speed = lineup.speedup(lane)
         same = lineup.identical(lane)
-        lines.append(f"{rank:>2}  {lane.label:<44} {s.tokens:>6} {s.tokens_per_s:>7.1f} "
+        lines.append(f"{rank:>2}  {label:<44} {s.tokens:>6} {s.tokens_per_s:>7.1f} "
                      f"{s.mean_tokens_per_round:>9.2f} "
                      f"{(f'{speed:.2f}x' if speed else '-'):>8}  "
                      f"{'-' if same is None else 'yes' if same else 'NO'}")

@@ -13,7 +13,7 @@ from specviz.core.errors import InputError
 from specviz.core.events import Settings
 from specviz.core.lineup import as_lineup
 from specviz.core.recording import read_recording
-from specviz.explore_cli import main, parse_config
+from specviz.explore_cli import main, parse_config, parse_lane
 from tests.tiny import tiny_llama, word_tokenizer
 
 
@@ -66,6 +66,32 @@ def test_a_lineup_prints_its_ranking_and_saves_a_recording(
     lineup = as_lineup(read_recording(saved))
     assert lineup is not None and len(lineup.lanes) == 3 and lineup.complete
     assert html.read_text("utf-8").count("<h2>") == 3 and Image.open(png).size == (1920, 1080)
+
+
+def test_a_lane_names_its_own_draft_model() -> None:
+    base = Settings(k=4, drafter="hybrid", k_policy="cost")
+    assert parse_lane("k=2 draft=/models/b", base) == (parse_config("k=2", base), "/models/b")
+    assert parse_lane("draft=b", base) == (base, "b")
+    assert parse_lane("k=2", base) == (parse_config("k=2", base), None)
+    for text, message in [("k=2 draft=", "write draft=PATH"), ("draft=a draft=b", "one draft="),
+                          ("drafter=lookup draft=a", "not lookup"), ("draft=a kk=1", "no setting")]:
+        with pytest.raises(InputError, match=message):
+            parse_lane(text, base)
+
+
+def test_a_lineup_with_a_lane_of_another_draft(tiny_models: tuple[Path, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    draft, target = tiny_models
+    assert main(["lineup", "k=2 k_policy=fixed drafter=model",
+                 f"k=2 k_policy=fixed drafter=model draft={target}", "--prompt", "the cat",
+                 *models(tiny_models)]) == 0
+    out = capsys.readouterr().out
+    assert "draft draft" in out and "draft target" in out and out.count("yes") == 2
+    assert main(["lineup", "k=2 draft=/nonexistent/model", "--prompt", "the cat",
+                 *models(tiny_models)]) == 1
+    err = capsys.readouterr().err
+    assert "error: No model folder or .gguf file at '/nonexistent/model'" in err
+    assert "Loading" not in err  # found missing before the pair loads
 
 
 def test_a_sweep_writes_csv_json_and_png_and_resumes(

@@ -9,14 +9,16 @@ A lineup recording is just its runs, consecutive: ``RunStarted`` … ``RunFinish
 lane, each with its own settings, all with the same prompt ids, target, device, seed and
 token budget. No new event type or field: every reader that reads several runs reads a
 lineup (:class:`~specviz.core.recording.RecordingReader` included), and :func:`as_lineup`
-recognises one.
+recognises one. A lane may draft with a model of its own (``LaneSpec.draft``, ``draft=SPEC``
+in a configuration): loaded beside the pair, with the same target and tokenizer; its
+``RunStarted`` names it, and :meth:`Lineup.label` shows it where the drafts differ.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -35,6 +37,54 @@ class LaneSpec:
     settings: Settings
     mode: Literal["speculative", "baseline"] = "speculative"
     pair: Any = None  # another pair (another draft model) for this lane; None = the lineup's
+    # Another draft model for this lane (alias, preset, hub id, folder or .gguf), loaded by
+    # run_lineup beside the lineup's pair (its target, its tokenizer); None = the pair's draft.
+    draft: str | None = None
+
+
+DRAFT_KEY = "draft"  # the key of a lane's own draft model in a configuration ("draft=PATH")
+
+
+def draft_source(spec: str) -> str:
+    """What ``draft=SPEC`` names: a preset's draft, or the model SPEC itself."""
+    from .presets import PRESETS
+
+    return PRESETS[spec][0] if spec in PRESETS else spec
+
+
+def pair_with_draft(pair: Any, spec: str, load: Callable[..., Any] | None = None) -> Any:
+    """``pair``'s target and tokenizer with another draft model (what ``draft=SPEC`` asks).
+
+    The draft must tokenize as the target does (one shared vocabulary): otherwise one
+    TokenizerMismatchError that names both, before any lane runs. ``load`` (tests) stands in
+    for :func:`specviz.core.models.load_model`.
+    """
+    from .models import LoadedModel, check_tokenizers, check_vocab_map, load_model
+
+    dtype = str(pair.dtype).removeprefix("torch.")
+    loaded = (load or load_model)(draft_source(spec), str(pair.device),
+                                  dtype if dtype in ("float32", "float16", "bfloat16") else "auto")
+    target = LoadedModel(model=pair.target, tokenizer=pair.tokenizer, name=pair.target_name)
+    check_tokenizers(target, loaded)
+    check_vocab_map(target, loaded)
+    return replace(pair, draft=loaded.model, draft_name=loaded.name,
+                   draft_vocab_map=loaded.vocab_map, draft_oov_id=loaded.oov_id,
+                   draft_temperature_scale=loaded.temperature_scale, vocab_size=0)
+
+
+def with_drafts(pair: Any, lanes: Sequence[LaneSpec], loaded: dict[str, Any] | None = None,
+                load: Callable[..., Any] | None = None) -> list[LaneSpec]:
+    """The lanes, each lane with ``draft=`` given its pair (each model loaded once; kept in
+    ``loaded`` for the next lineup)."""
+    loaded = {} if loaded is None else loaded
+    out = []
+    for lane in lanes:
+        if lane.draft is not None and lane.pair is None and lane.mode == "speculative":
+            if lane.draft not in loaded:
+                loaded[lane.draft] = pair_with_draft(pair, lane.draft, load)
+            lane = replace(lane, pair=loaded[lane.draft])
+        out.append(lane)
+    return out
 
 
 def decoder_for(pair: Any, lane: LaneSpec) -> Any:
@@ -46,10 +96,13 @@ def decoder_for(pair: Any, lane: LaneSpec) -> Any:
 
 
 def run_lineup(pair: Any, lanes: Sequence[LaneSpec], prompt: str,
-               stop: threading.Event | None = None) -> Iterator[Event]:
+               stop: threading.Event | None = None, loaded: dict[str, Any] | None = None,
+               load: Callable[..., Any] | None = None) -> Iterator[Event]:
     """Each lane's events, one lane after the other; a lane that fails or is stopped ends it.
 
-    A seed of None is drawn once and given to every lane, so that all draw alike.
+    A seed of None is drawn once and given to every lane, so that all draw alike. Lanes with
+    a draft model of their own have it loaded first (see :func:`with_drafts`): a draft that
+    cannot be loaded or does not share the target's tokenizer raises before any lane runs.
     """
     from .engine import guarded
 
@@ -57,6 +110,7 @@ def run_lineup(pair: Any, lanes: Sequence[LaneSpec], prompt: str,
         from .errors import InputError
 
         raise InputError(f"A lineup runs {MIN_LANES} to {MAX_LANES} lanes, got {len(lanes)}.")
+    lanes = with_drafts(pair, lanes, loaded, load)
     seed = lanes[0].settings.seed
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
@@ -82,9 +136,10 @@ class LineupDecoder:
     def __init__(self, pair: Any, lanes: Sequence[LaneSpec]) -> None:
         self.pair = pair
         self.lanes = tuple(lanes)
+        self.loaded: dict[str, Any] = {}  # lanes' own drafts, loaded once
 
     def run(self, prompt: str, stop: threading.Event | None = None) -> Iterator[Event]:
-        return run_lineup(self.pair, self.lanes, prompt, stop)
+        return run_lineup(self.pair, self.lanes, prompt, stop, self.loaded)
 
 
 @dataclass(frozen=True)
@@ -187,9 +242,16 @@ class Lineup:
     def complete(self) -> bool:
         return all(lane.finished is not None for lane in self.lanes)
 
+    def label(self, lane: Side) -> str:
+        """The lane's name; with its draft model's where the lanes draft with several."""
+        drafts = {x.started.pair.draft for x in self.lanes if x.started.mode == "speculative"}
+        if len(drafts) > 1 and lane.started.mode == "speculative":
+            return f"{lane.label}, draft {lane.started.pair.draft}"
+        return lane.label
+
     def at(self, t: float) -> list[LaneState]:
         """Every lane at time ``t`` of the shared clock, each from its own timestamps."""
-        return [LaneState(lane.label, lane.rounds_at(t), lane.tokens_at(t),
+        return [LaneState(self.label(lane), lane.rounds_at(t), lane.tokens_at(t),
                           lane.tokens_per_s_at(t), lane.tokens_per_round_at(t), lane.done_at(t))
                 for lane in self.lanes]
 
@@ -263,6 +325,7 @@ def as_lineup(events: Sequence[Event]) -> Lineup | None:
     return Lineup(tuple(runs))
 
 
-__all__ = ["LINEUP_SHARED", "MAX_LANES", "MIN_LANES", "LaneSpec", "LaneState", "Lineup",
-           "LineupDecoder", "Side", "as_lineup", "decoder_for", "lane_label", "run_lineup",
-           "same_lineup", "split_runs"]
+__all__ = ["DRAFT_KEY", "LINEUP_SHARED", "MAX_LANES", "MIN_LANES", "LaneSpec", "LaneState",
+           "Lineup", "LineupDecoder", "Side", "as_lineup", "decoder_for", "draft_source",
+           "lane_label", "pair_with_draft", "run_lineup", "same_lineup", "split_runs",
+           "with_drafts"]

@@ -136,8 +136,8 @@ LINEUP = sys.modules["specviz.core.lineup"]
 MUTANTS = {
     "a lane replayed on the sequence's wall clock": (
         test_the_shared_clock_replays_each_lane_at_its_own_recorded_times, "Lineup",
-        [("return [LaneState(lane.label, lane.rounds_at(t), lane.tokens_at(t),",
-          "return [LaneState(lane.label, lane.rounds_at(t), lane.tokens_at(\n"
+        [("return [LaneState(self.label(lane), lane.rounds_at(t), lane.tokens_at(t),",
+          "return [LaneState(self.label(lane), lane.rounds_at(t), lane.tokens_at(\n"
           "                          t - sum(x.duration_s for x in self.lanes[:self.lanes.index("
           "lane)])),")]),
     "a round shown before its time": (

@@ -151,3 +151,19 @@ def test_the_diagnose_tab_counts_rejections_and_shows_their_rounds(qtbot, tmp_pa
     assert not panel.open_recording(str(tmp_path / "absent.jsonl"))
     assert "cannot read" in panel.status.text()
     w.close()
+
+
+def test_a_lane_with_a_draft_that_cannot_load_says_why(qtbot) -> None:  # noqa: ANN001
+    w = window(qtbot)
+    panel = w.lineup_panel
+    panel.tokens.setValue(8)
+    panel.configs[0].setText("k=2 drafter=model k_policy=fixed draft=/nonexistent/model")
+    panel.configs[1].setText("")
+    panel.configs[2].setText("")
+    job = panel.job()
+    assert job is not None and job.lanes[0].draft == "/nonexistent/model"
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    assert "No model folder or .gguf file at '/nonexistent/model'" in panel.status.text()
+    assert panel.run_button.isEnabled() and not panel.events  # nothing ran; the window is usable
+    w.close()

@@ -312,11 +312,12 @@ def lineup_html(lineup: Lineup, title: str = "specviz lineup") -> str:
     legend = " ".join(f'<span class="tok {k}">&nbsp;{escape(FATES[k].label)}&nbsp;</span>'
                       for k in STREAM_KINDS)
     rows = "".join(
-        f"<tr><td>{rank}</td><td>{escape(lane.label)}</td>"
+        f"<tr><td>{rank}</td><td>{escape(lineup.label(lane))}</td>"
         f"<td>{escape(lane_figures(lineup, lane))}</td></tr>\n"
         for rank, lane in enumerate(lineup.ranking(), 1))
     lanes = "".join(
-        f'<h2>{escape(lane.label)} <span class="meta">({escape(lane.started.pair.draft or "")}'
+        f'<h2>{escape(lineup.label(lane))} '
+        f'<span class="meta">({escape(lane.started.pair.draft or "")}'
         f'{" → " if lane.started.pair.draft else ""}{escape(lane.started.pair.target)}; '
         f'{escape(lane_figures(lineup, lane))})</span></h2>\n'
         f'<div class="text">{token_spans(lane.events)}</div>\n'

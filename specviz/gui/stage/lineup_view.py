@@ -137,7 +137,7 @@ class LineupView(QWidget):
     def load(self, lineup: Lineup) -> None:
         """Lanes for ``lineup``, shown at time 0."""
         self.lineup = lineup
-        self.make_lanes([lane.label for lane in lineup.lanes],
+        self.make_lanes([lineup.label(lane) for lane in lineup.lanes],
                         lineup.lanes[0].started.settings.max_new_tokens)
         if self.slide:
             started = lineup.lanes[0].started

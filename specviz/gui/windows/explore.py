@@ -114,6 +114,7 @@ class ExploreWorker(QObject):
         super().__init__()
         self._load = load
         self.pair: Any = None
+        self.drafts: dict[str, Any] = {}  # lanes' own draft models (draft=…), loaded once
         self.stop = threading.Event()
 
     def _ensure(self) -> bool:
@@ -156,7 +157,7 @@ class ExploreWorker(QObject):
             return
         try:
             prompt = chat_prompt(self.pair.tokenizer, job.prompt)
-            for event in run_lineup(self.pair, job.lanes, prompt, self.stop):
+            for event in run_lineup(self.pair, job.lanes, prompt, self.stop, self.drafts):
                 self.yielded.emit(event)
         except Exception as exc:  # noqa: BLE001
             self.failed.emit(str(exc))
@@ -430,7 +431,8 @@ class LinePanel(QWidget):
                     "k_policy=cost", ""]
         self.configs = [QLineEdit(text) for text in defaults]
         for edit in self.configs:
-            edit.setPlaceholderText("key=value … (empty: no lane)")
+            edit.setPlaceholderText("key=value … (draft=PATH for another draft model; "
+                                    "empty: no lane)")
         self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
         self.run_button = QPushButton("Run lineup")
         self.cancel_button = QPushButton("Cancel")
@@ -496,14 +498,15 @@ class LinePanel(QWidget):
 
     def job(self) -> LineupJob | None:
         from specviz.core.errors import InputError
-        from specviz.explore_cli import parse_config
+        from specviz.explore_cli import parse_lane
 
         base = replace(_base(), max_new_tokens=self.tokens.value())
         lanes = []
         for i, edit in enumerate(self.configs):
             if edit.text().strip():
                 try:
-                    lanes.append(LaneSpec(parse_config(edit.text(), base)))
+                    settings, draft = parse_lane(edit.text(), base)
+                    lanes.append(LaneSpec(settings, draft=draft))
                 except InputError as exc:
                     self.status.setText(f"Lane {i + 1}: {exc}")
                     return None
@@ -656,7 +659,7 @@ class LinePanel(QWidget):
             s = lane.finished.summary if lane.finished is not None else None
             same = lineup.identical(lane)
             speedup = lineup.speedup(lane)
-            cells = [str(i + 1), lane.label,
+            cells = [str(i + 1), lineup.label(lane),
                      f"{s.tokens_per_s:.1f}" if s else "-",
                      f"{s.mean_tokens_per_round:.2f}" if s else "-",
                      f"{speedup:.2f}×" if speedup else "-",
