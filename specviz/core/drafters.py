@@ -4,8 +4,9 @@ A Drafter sees only the committed context (prompt + generated ids). Each round t
 asks it for a ``plan`` (which source it would use, how far it could go, and its own prior α
 and cost per draft, which the K policy reads), lets the K policy pick K, asks for a
 ``proposal`` of up to K tokens, each with the q row it was drawn from, and afterwards tells it
-how many were kept (``update``) so it can roll its own state back; a drafter that set a
-``target_request`` also gets the target's outputs of the verify pass (``see_target``). Each
+how many were kept (``update``; for a tree, ``kept_path`` first names the nodes kept) so it
+can roll its own state back; a drafter that set a ``target_request`` also gets the target's
+outputs of the verify pass (``see_target``). Each
 drafter is registered by name in ``registry.py`` with a ``build_*_drafter`` factory below.
 p = target, q = draft.
 
@@ -83,6 +84,11 @@ class Drafter(Protocol):
         model drafter stops early where ``go_on`` says so (lookup's drafts are free: ignored)."""
         ...
 
+    def kept_path(self, path: Sequence[int]) -> None:
+        """The last proposal was a tree and the verifier kept ``path`` (node indices, root's
+        child first); ``update`` follows with ``len(path)``. Chain drafters ignore it."""
+        ...
+
     def update(self, n_kept: int) -> None:
         """The verifier kept the first ``n_kept`` drafts of the last proposal."""
         ...
@@ -114,6 +120,9 @@ class DrafterBase:
         return [self.plan(context)]
 
     def follow(self, plan: Plan) -> None:
+        pass
+
+    def kept_path(self, path: Sequence[int]) -> None:
         pass
 
     def update(self, n_kept: int) -> None:

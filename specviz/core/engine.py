@@ -155,6 +155,7 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
                                            lenience=s.lenience)
             verdict = tree_verify.as_verdict(walk, tree, p_rows, q_context)
             parts.tree.keep_path(target, len(seq), walk.path)
+            drafter.kept_path(walk.path)  # a model tree's cache keeps the same path
             drafts_kept = list(walk.accepted_ids)
             extra_p, p_rows = p_rows[walk.extra_context], p_rows[[c + 1 for c in tree.parents]
                                                                  + [walk.extra_context]]

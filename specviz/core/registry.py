@@ -70,6 +70,10 @@ register_drafter(Entry("hybrid", "lookup where the text repeats itself, the draf
 register_drafter(Entry("lookup-tree", "lookup with a branch per earlier occurrence of the "
                        "last n tokens, verified as a tree in one pass (no draft model)",
                        "specviz.core.tree_drafters:build_lookup_tree_drafter"))
+register_drafter(Entry("model-tree", "the draft model drafts a tree of up to K nodes, "
+                       "branching where it is unsure, verified in one pass",
+                       "specviz.core.tree_drafters:build_model_tree_drafter",
+                       needs_draft_model=True))
 register_policy(Entry("fixed", "K drafts every round", "specviz.core.policy:FixedPolicy"))
 register_policy(Entry("heuristic", "start at K; +2 after a fully kept round, −1 otherwise "
                       "(transformers)", "specviz.core.policy:HeuristicPolicy"))

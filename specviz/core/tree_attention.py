@@ -189,3 +189,25 @@ class TreePass:
         else:
             self.keep(runner.cache, first, path)
         runner.ids[first:] = [runner.ids[first + i] for i in path]
+
+
+def runner_score_level(runner: Any, tokens: Sequence[int], parents: Sequence[int],
+                       fed: int, layout: Layout = tree_layout) -> torch.Tensor:
+    """A draft's level pass through its runner (``cached_model.CachedModel``): nodes ``fed``
+    on, after the committed prefix and nodes [0, fed) in its cache (no tail); logits
+    (N - fed, V) over the target's ids (a reduced-vocabulary draft's widened, -inf off its
+    map). The runner's cache then holds every node fed so far (``TreePass.keep_path`` keeps
+    the accepted ones)."""
+    new = [int(x) for x in tokens[fed:]]
+    ids = torch.tensor([int(x) for x in tokens], dtype=torch.long, device=runner.device)
+    if runner.to_local is not None:
+        ids = runner.to_local[ids]  # the draft's own ids
+    t0 = runner.clock()
+    if runner.fast is not None:
+        logits = fast_score_tree(runner.fast, ids[fed:], parents, fed, layout=layout)
+    else:
+        logits, runner.cache = score_tree(runner.model, runner.cache, [], ids.tolist(),
+                                          parents, fed, layout=layout)
+    runner.forward_time_s += runner.clock() - t0
+    rows: torch.Tensor = runner._finish(new, len(new), logits.to(runner.device), False)
+    return rows  # (N - fed, V)

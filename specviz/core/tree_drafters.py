@@ -1,5 +1,6 @@
 """Drafting token trees: a lookup tree from the context's repeats, a model tree that branches
-where the draft is unsure (no model, no Qt here: the model is reached through a callback).
+where the draft is unsure (no Qt; ``grow_tree`` reaches the model through a callback, the
+``ModelTreeDrafter`` runs it on its own cache through ``tree_attention``).
 
 - ``lookup_tree``: where the context's last n-gram occurred several times before, the text that
   followed each occurrence (longest matches first, then the most recent) is a branch;
@@ -10,6 +11,10 @@ where the draft is unsure (no model, no Qt here: the model is reached through a 
   top q at least ``confident``) and ``width`` where it is not, drawn from q by ``rule``; one
   ``score_level`` call per level gives q after each new node. The shape is a function of the
   draft's own q, which keeps verification exact (as the confidence stop keeps a chain exact).
+  A node budget ranks a level's slots by path score (``grow_tree``).
+- ``ModelTreeDrafter`` (registered as ``model-tree``): ``grow_tree`` on the draft model, one
+  draft pass per level through the tree mask, K = the node budget; after verification its
+  cache keeps only the accepted path (``kept_path``), as the target's does.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .drafters import DrafterBase, DraftTools
+from . import tree_attention
+from .cached_model import CachedModel, ModelRunner
+from .drafters import DrafterBase, DraftTools, ModelDrafter, Probs
 from .plans import GoOn, Plan, Proposal
 from .rng import Random
 from .tree_verify import ROOT, DraftTree, Rule, draw_children
@@ -116,29 +123,47 @@ def grow_tree(root_q: torch.Tensor, score_level: ScoreLevel, rng: Random, *, dep
               width: int, confident: float, rule: Rule, max_nodes: int = 16) -> TreeProposal:
     """A model tree: one child per confident context, ``width`` elsewhere, ``depth`` levels.
 
-    ``root_q`` is q after the committed text; ``score_level`` is asked once per level but the
-    last for q after the level's new nodes. Children are drawn (or taken, ``deterministic``)
-    from each context's q by ``rule``; at most ``max_nodes`` nodes in all.
+    ``root_q`` is q after the committed text; ``score_level`` is asked once per level that
+    gets children after it (never for the last level) for q after the level's new nodes.
+    Children are drawn (or taken, ``deterministic``) from each context's q by ``rule``; at most
+    ``max_nodes`` nodes in all. Where a level wants more than the budget left, its slots are
+    ranked by path score (the product of q along the path): a context's i-th slot scores its
+    own path score times q's i-th largest probability there, so each context keeps a prefix
+    of its slots, and how many is decided from q alone, before any child is drawn (a count that
+    depended on the drawn children would bias them; ties: the earlier context, then slot).
     """
     tokens: list[int] = []
     parents: list[int] = []
     q_rows: list[torch.Tensor] = [root_q]
+    scores: list[float] = [1.0]  # per context: the product of q along its path
     frontier = [ROOT]
     for level in range(depth):
         fed = len(tokens)
-        for parent in frontier:
+        slots: list[tuple[float, int, int, int]] = []  # (-score, frontier index, slot, parent)
+        for f, parent in enumerate(frontier):
             q = q_rows[parent + 1]
             k = 1 if float(q.max()) >= confident else width
-            for x in draw_children(q, min(k, max_nodes - len(tokens)), rule, rng):
+            top = torch.sort(q, descending=True, stable=True).values[:k]
+            slots.extend((-scores[parent + 1] * float(t), f, i, parent)
+                         for i, t in enumerate(top) if float(t) > 0.0)
+        room = max_nodes - fed
+        counts = dict.fromkeys(frontier, 0)
+        for _, _, _, parent in sorted(slots)[:room]:
+            counts[parent] += 1
+        for parent in frontier:
+            q = q_rows[parent + 1]
+            for x in draw_children(q, counts[parent], rule, rng):
                 tokens.append(x)
                 parents.append(parent)
+                scores.append(scores[parent + 1] * float(q[x]))
         frontier = list(range(fed, len(tokens)))
         if not frontier:
             break
-        if level < depth - 1:
+        if level < depth - 1 and len(tokens) < max_nodes:
             q_rows.extend(score_level(tokens, parents, fed))  # (new, V): q after each new node
-        else:
+        else:  # the last level: nothing is drawn after it
             q_rows.extend(torch.zeros(len(frontier), root_q.shape[-1], dtype=root_q.dtype))
+            break
     tree = DraftTree(tuple(tokens), tuple(parents), (rule,) * (len(tokens) + 1))
     return TreeProposal(tree, torch.stack(q_rows), "model")
 
@@ -186,6 +211,107 @@ class LookupTreeDrafter(DrafterBase):
 
     def update(self, n_kept: int) -> None:
         self._last = None
+
+
+class ModelTreeDrafter(DrafterBase):
+    """The draft model grows a tree of up to K nodes (``grow_tree``): ``width`` children where
+    its top q is below ``confident``, one where it is at least that (a chain where it is sure
+    throughout), at most ``depth`` levels (default K), one draft pass per level through the
+    tree mask. Children are drawn without replacement at T > 0 (verified by that rule) and are
+    the draft's top-k at T = 0 (``deterministic``: ranked by the draft's softmax, q one-hot);
+    ``rule`` picks another. After verification ``kept_path`` keeps the accepted path in the
+    draft's cache (a crop would keep the first nodes, whatever branch they are on)."""
+
+    name = "model-tree"
+    PRIOR = ModelDrafter.PRIOR
+    STEP_COST = ModelDrafter.STEP_COST
+
+    def __init__(self, model: object, vocab_size: int, probs: Probs, greedy: bool,
+                 vocab_map: torch.Tensor | None = None, oov_id: int = 0, *,
+                 runner: ModelRunner = CachedModel, width: int = 2, confident: float = 0.6,
+                 depth: int | None = None, rule: Rule | None = None, fast: bool = True,
+                 tree_pass: tree_attention.TreePass | None = None) -> None:
+        if width < 1:
+            raise ValueError(f"need width >= 1, got {width}")
+        self.lm = runner(model, vocab_size, vocab_map, oov_id, fast=fast)
+        self.vocab_size = vocab_size
+        self.probs = probs
+        self.greedy = greedy
+        self.width, self.confident, self.depth = width, confident, depth
+        self.rule: Rule = rule or ("deterministic" if greedy else "without_replacement")
+        # The layout of the level passes and the path-keeping cache step (the target's kind).
+        self.tree_pass = tree_pass or tree_attention.TreePass()
+        self._start = 0  # context length when the last proposal was made
+        self._fed = 0  # nodes of the last tree in the cache (every level but the last)
+
+    @property
+    def calls(self) -> int:
+        return self.lm.calls
+
+    @property
+    def forward_time_s(self) -> float:
+        return self.lm.forward_time_s
+
+    def plan(self, context: Sequence[int]) -> Plan:
+        return Plan("model", "model-tree", prior=self.PRIOR, step_cost=self.STEP_COST)
+
+    def _dist(self, logits: torch.Tensor) -> torch.Tensor:
+        """What children are drawn from or ranked by: q, or at T = 0 the draft's softmax."""
+        if self.greedy:
+            return torch.softmax(logits.detach().float(), -1).cpu()
+        return self.probs(logits).cpu()
+
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
+        """A tree of up to ``k`` nodes (``go_on`` is for chains: not asked)."""
+        self._start = len(context)
+        self._fed = 0
+        if k < 1:
+            return Proposal((), torch.zeros(0, self.vocab_size), "model")
+        root = self._dist(self.lm.feed(list(context[self.lm.length:]), keep=1)[0])  # (V,)
+
+        def score_level(tokens: Sequence[int], parents: Sequence[int],
+                        fed: int) -> torch.Tensor:
+            self._fed = len(tokens)
+            return self._dist(tree_attention.runner_score_level(
+                self.lm, tokens, parents, fed, self.tree_pass.layout))
+
+        grown = grow_tree(root, score_level, rng, depth=self.depth or k, width=self.width,
+                          confident=self.confident, rule=self.rule, max_nodes=k)
+        tree = grown.tree
+        # Per node: the q it was drawn from (its parent context's); one-hot where taken.
+        at = [parent + 1 for parent in tree.parents]
+        if self.rule == "deterministic":
+            rows = torch.zeros(len(tree), self.vocab_size)  # (N, V)
+            rows[torch.arange(len(tree)), torch.tensor(tree.tokens)] = 1.0
+        else:
+            rows = grown.q_rows[at]  # (N, V)
+        confidence = tuple(float(grown.q_rows[c, x]) for c, x in zip(at, tree.tokens,
+                                                                          strict=True))
+        return Proposal(tree.tokens, rows, "model", confidence, tree=tree)
+
+    def kept_path(self, path: Sequence[int]) -> None:
+        """Keep the committed prefix and the accepted nodes the cache holds (a last-level node
+        was never fed: it and the extra token are fed with the next proposal)."""
+        cached = [node for node in path if node < self._fed]
+        if self.lm.length > self._start:
+            self.tree_pass.keep_path(self.lm, self._start, cached)
+
+    def update(self, n_kept: int) -> None:
+        self.lm.crop(min(self.lm.length, self._start + n_kept))
+
+
+def build_model_tree_drafter(pair: ModelPair, s: Settings,
+                             tools: DraftTools) -> tuple[ModelTreeDrafter, str]:
+    """The draft model growing a tree of up to K nodes at the run's sampling settings."""
+    t_draft = s.temperature * pair.draft_temperature_scale
+
+    def probs(logits: torch.Tensor) -> torch.Tensor:
+        return tools.warp(logits, t_draft, s.top_k, s.top_p)
+
+    drafter = ModelTreeDrafter(pair.draft, pair.vocab_size, probs, s.temperature == 0,
+                               pair.draft_vocab_map, pair.draft_oov_id, runner=tools.runner)
+    return drafter, f"{pair.draft_name or 'draft'} tree"
 
 
 def build_lookup_tree_drafter(pair: ModelPair, s: Settings,
