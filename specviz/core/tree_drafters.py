@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -301,16 +301,18 @@ class ModelTreeDrafter(DrafterBase):
         self.lm.crop(min(self.lm.length, self._start + n_kept))
 
 
-def build_model_tree_drafter(pair: ModelPair, s: Settings,
-                             tools: DraftTools) -> tuple[ModelTreeDrafter, str]:
-    """The draft model growing a tree of up to K nodes at the run's sampling settings."""
+def build_model_tree_drafter(pair: ModelPair, s: Settings, tools: DraftTools,
+                             cls: type[ModelTreeDrafter] = ModelTreeDrafter,
+                             **options: Any) -> tuple[ModelTreeDrafter, str]:
+    """The draft model growing a tree of up to K nodes at the run's sampling settings
+    (``cls`` and ``options``: a variant or other widths, for tests and benchmarks)."""
     t_draft = s.temperature * pair.draft_temperature_scale
 
     def probs(logits: torch.Tensor) -> torch.Tensor:
         return tools.warp(logits, t_draft, s.top_k, s.top_p)
 
-    drafter = ModelTreeDrafter(pair.draft, pair.vocab_size, probs, s.temperature == 0,
-                               pair.draft_vocab_map, pair.draft_oov_id, runner=tools.runner)
+    drafter = cls(pair.draft, pair.vocab_size, probs, s.temperature == 0, pair.draft_vocab_map,
+                  pair.draft_oov_id, runner=tools.runner, **options)
     return drafter, f"{pair.draft_name or 'draft'} tree"
 
 
