@@ -7,16 +7,19 @@ random choice is forced (the children drawn, the symbolic r's, the extra's draw)
 law must be the target's. The trees reach depth 2 with two children at the root, and some
 round keeps the second root child and goes on below it.
 
-Broken variants, each caught: children drawn without replacement verified by the independent
-rule (the output law moves), and a draft cache cropped to the first nodes instead of the kept
-path (the law stays exact, as it does for any q, but the draft's next q is no longer its q
-after the committed text: checked against plain forwards of the draft).
+Broken variants (subclasses of the drafter, passed in through ``parts.Factory``), each
+caught: children drawn without replacement verified by the independent rule (the output law
+moves), and a draft cache cropped to the first nodes instead of the kept path, or left to
+``update``'s crop as if the engine never named the path (the law stays exact, as it does for
+any q, but the draft's next q is no longer its q after the committed text: checked against
+plain forwards of the draft).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -143,11 +146,11 @@ class Checked(td.ModelTreeDrafter):
 CHECKED = Case("real caches", settings(3, 1.0, top_k=2, n=4, drafter="model-tree"), "b c")
 
 
-def checked_run(case: Case = CHECKED) -> list[int]:
+def checked_run(case: Case = CHECKED, cls: type[Checked] = Checked) -> list[int]:
     Checked.checked = []
     # Every path to its end: a text reached by two paths (the second root child kept after
     # the first was rejected, or the first kept) is checked after both.
-    rounds_of(case, tree_factory(cls=Checked, confident=1.01, rule="deterministic"),
+    rounds_of(case, tree_factory(cls=cls, confident=1.01, rule="deterministic"),
               merge=False)
     return Checked.checked
 
@@ -158,25 +161,44 @@ def test_the_draft_cache_keeps_the_accepted_path() -> None:
     assert any(n > prompt for n in checked)  # rounds after a tree round were checked
 
 
-def test_a_draft_cache_cropped_to_the_first_nodes_is_caught(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+class Cropping(Checked):
     """Broken: the draft keeps the first nodes in its cache (a crop), whatever was kept."""
-    crop = mutant(td.ModelTreeDrafter, ("cached = [node for node in path if node < self._fed]",
-                                        "cached = list(range(min(len(path), self._fed)))"))
-    monkeypatch.setattr(Checked, "kept_path", crop.kept_path)
+
+    kept_path = mutant(td.ModelTreeDrafter, (
+        "cached = [node for node in path if node < self._fed]",
+        "cached = list(range(min(len(path), self._fed)))")).kept_path
+
+
+class Deaf(Checked):
+    """Broken: the drafter ignores the kept path (as if the engine never named it), so
+    ``update`` crops its cache to the first nodes."""
+
+    def kept_path(self, path: Sequence[int]) -> None:
+        pass
+
+
+@pytest.mark.parametrize("broken", [Cropping, Deaf])
+def test_a_draft_cache_off_the_kept_path_is_caught(broken: type[Checked]) -> None:
     with pytest.raises(AssertionError, match="plain forward"):
-        checked_run()
+        checked_run(cls=broken)
 
 
-def test_without_replacement_verified_as_independent_is_caught(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+class Mislabelled(td.ModelTreeDrafter):
     """Broken: children drawn without replacement, the tree labelled ``independent`` (each
     sibling tested against the full q, not q without the rejected ones)."""
-    site = "(rule,) * (len(tokens) + 1)"
-    monkeypatch.setattr(td, "grow_tree", mutant(td.grow_tree,
-                                                (site, '("independent",) ' + site[8:])))
+
+    def propose(self, context: Sequence[int], k: int, rng: Random,
+                go_on: GoOn | None = None) -> Proposal:
+        proposal = super().propose(context, k, rng, go_on)
+        tree = proposal.tree
+        assert tree is not None and set(tree.rules) <= {"without_replacement"}
+        wrong = DraftTree(tree.tokens, tree.parents, ("independent",) * (len(tree) + 1))
+        return replace(proposal, tree=wrong)
+
+
+def test_without_replacement_verified_as_independent_is_caught() -> None:
     case, options = CASES["without replacement, always 2 children, T 0.7, top-k 3, 3 nodes"]
-    tv = distance(case, tree_factory(**options))
+    tv = distance(case, tree_factory(cls=Mislabelled, **options))
     assert tv > 1e3 * TV_BOUND, f"a mislabelled rule went unnoticed: total variation {tv:.2e}"
 
 
@@ -195,13 +217,3 @@ def test_a_tight_budget_keeps_the_best_scored_slots() -> None:
     # two (0.2, 0.2); room for 2: 0.54 and the first 0.2.
     assert grown.tree == DraftTree((1, 2, 1, 0), (-1, -1, 0, 1), ("deterministic",) * 5)
 
-
-def test_an_engine_that_does_not_name_the_kept_path_is_caught(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Broken: the engine tells the drafter how many nodes were kept, not which."""
-    from specviz.core import engine
-
-    site = "            drafter.kept_path(walk.path)  # a model tree's cache keeps the same path\n"
-    monkeypatch.setattr(engine, "_loop", mutant(engine._loop, (site, "")))
-    with pytest.raises(AssertionError, match="plain forward"):
-        checked_run()
