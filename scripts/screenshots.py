@@ -111,6 +111,11 @@ def take(out_dir: str | Path, tiny: bool = False, loader: Any = None, draft: str
             view.set_presenting(True)  # what F11 does to the layout: every panel in view
             app.processEvents()
             paths.append(_grab(window, out / "presentation.png", app))
+            tree = _tree_round(view)
+            if tree is not None:  # a tree round, presenting: the room's type
+                view.select_round(tree.index)
+                paths.append(_grab(window, out / "presentation-tree.png", app))
+                view.select_round(None)
             for theme in ("dark", "contrast"):  # View → Theme (gui/look/themes.py)
                 window.set_theme(theme)
                 paths.append(_grab(window, out / f"presentation-{theme}.png", app))
@@ -139,14 +144,10 @@ def _tree_shots(window: Any, view: Any, out: Path, app: Any) -> list[Path]:
     """A tree round (lookup-tree, model-tree) selected, and staged at its siblings' tests:
     round-tree.png and round-tree-step-N.png. None when the run drafted no tree."""
     from specviz.gui.views.staging import phases
-    from specviz.gui.views.tree import is_tree
 
-    trees = [r for r in view.record.rounds if is_tree(r)]
-    if not trees:
+    rnd = _tree_round(view)
+    if rnd is None:
         return []
-    # The most instructive: the most siblings tested, a kept node among them if any.
-    rnd = max(trees, key=lambda r: (r.n_accepted > 0, sum(d.status != "discarded"
-                                                          for d in r.drafted), -r.index))
     view.select_round(rnd.index)
     paths = [_grab(window, out / "round-tree.png", app)]
     view.stage(rnd)
@@ -157,6 +158,17 @@ def _tree_shots(window: Any, view: Any, out: Path, app: Any) -> list[Path]:
             paths.append(_grab(window, out / f"round-tree-step-{i + 1}.png", app))
     view.stager.stop()
     return paths
+
+
+def _tree_round(view: Any) -> Any:
+    """The run's most instructive tree round (a kept node, the most siblings tested), or None."""
+    from specviz.gui.views.tree import is_tree
+
+    trees = [r for r in view.record.rounds if is_tree(r)]
+    if not trees:
+        return None
+    return max(trees, key=lambda r: (r.n_accepted > 0, sum(d.status != "discarded"
+                                                           for d in r.drafted), -r.index))
 
 
 def _grab(widget: Any, path: Path, app: Any, window: Any = None) -> Path:

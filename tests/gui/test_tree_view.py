@@ -211,10 +211,12 @@ def test_staged_tree_walks_the_siblings_one_by_one(view: RunView) -> None:
                      "extra"]
     canvas = view.tree.canvas
     seen = []
-    assert canvas.reveal == Reveal(scored=False, tested=0, discarded=False, extra=False)
+    assert canvas.reveal == Reveal(scored=False, tested=0, discarded=False, dist=False,
+                                   extra=False)
     assert all(canvas.state(k) == "pending" for k in range(len(rnd.drafted)))
     while view.stager.forward():
         phase = view.stager.phases[view.stager.index]
+        assert (EXTRA in canvas.drawn()) == (phase.name in ("dist", "extra"))  # no spoiler
         if phase.name == "test":
             d = rnd.drafted[canvas.current]
             seen.append(d.text)

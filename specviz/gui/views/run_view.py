@@ -265,6 +265,7 @@ class RunView(QWidget):
         self.presenting = on
         self.legend.setText(legend_html(self.theme, notes=not on))
         self.bars.set_fit(on)
+        self.tree.set_presenting(on)
         self.speed.set_compact(on)
         self.acceptance.set_compact(on)
         self._draw_stats()  # the numbers' captions, compact or not, before the panes fit

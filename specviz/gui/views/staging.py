@@ -372,7 +372,8 @@ class Stager:
         assert tree is not None
         names = [p.name for p in self.phases[: self.index + 1]]
         reveal = Reveal(scored="score" in names, tested=phase.tested,
-                        discarded="discard" in names, extra="extra" in names)
+                        discarded="discard" in names, dist="dist" in names,
+                        extra="extra" in names)
         walk = sibling_tests(rnd)
         current = walk[phase.tested - 1].node if phase.name == "test" else None
         self.bars.hide()

@@ -39,7 +39,9 @@ from specviz.gui.look.style import FATES, PLOT_POINT_SIZE, fmt_prob, token_label
 from specviz.gui.look.themes import LIGHT, Theme
 
 ROOT = -1
-MIN_FIT = 0.75  # the tree shrinks to fit its view down to this, then scrolls
+# The tree's type shrinks to fit its view down to this share of the app's plot type (zoomed
+# in, as presenting, it may give back the zoom's extra first), then scrolls.
+MIN_FIT = 0.75
 TOKEN_CHARS = 10  # a node's token, cut (the box's width follows the widest node)
 RESIDUAL_TOP = 3  # tokens of each residual listed beside the tree
 MARKS = "′″‴"  # p′, p″, p‴: the p after one, two, three rejections at a context
@@ -213,6 +215,7 @@ class Reveal:
     scored: bool = True  # p is known (the target's pass)
     tested: int = 1 << 30  # verdicts shown, in the walk's order
     discarded: bool = True  # the untested nodes are marked discarded
+    dist: bool = True  # where the extra token will come from (its box, still empty)
     extra: bool = True  # the extra token is drawn
 
 
@@ -232,7 +235,7 @@ class TreeCanvas(QWidget):
         self.placed: dict[int, Placed] = {}
         self.hidden: dict[int, int] = {}  # a folded branch's top node -> nodes it hides
         self.path: list[int] = []
-        self.fit = 1.0  # shrunk to fit the view (TreeView.fit), never below MIN_FIT
+        self.fit = 1.0  # shrunk to fit the view (TreeView.fit): the type never below MIN_FIT
         self.current: int | None = None  # the node whose test the staged phase shows
         self.boxes: dict[int, QRectF] = {}  # key -> where it was laid out (tests read it)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -336,6 +339,11 @@ class TreeCanvas(QWidget):
                 out[key] = (t.muted if self.state(key) != "discarded" else t.greyed, 2.0)
         return out
 
+    def drawn(self) -> list[int]:
+        """The boxes painted now: all but the extra token's before the phase that shows where
+        it comes from (its place is kept, so nothing moves when it appears)."""
+        return [k for k in self.boxes if k != EXTRA or self.reveal.dist]
+
     def _kept_shown(self) -> int:
         """How many of the path's nodes have their verdict shown."""
         if self.round is None:
@@ -354,7 +362,7 @@ class TreeCanvas(QWidget):
         # Edges first (the boxes cover their ends): thin ones under the kept path.
         for key in sorted(edges, key=lambda k: edges[k][1]):
             parent = self.placed[key].parent
-            if parent is None:
+            if parent is None or key == EXTRA and not self.reveal.dist:
                 continue
             a, b = self.boxes[parent], self.boxes[key]
             color, width = edges[key]
@@ -366,8 +374,8 @@ class TreeCanvas(QWidget):
             end = QPointF(b.left(), b.center().y())
             mid = (start.x() + end.x()) / 2
             painter.drawPolyline([start, QPointF(mid, start.y()), QPointF(mid, end.y()), end])
-        for key, box in self.boxes.items():
-            self._paint_box(painter, key, box, token, small)
+        for key in self.drawn():
+            self._paint_box(painter, key, self.boxes[key], token, small)
         painter.end()
 
     def box_colors(self, key: int) -> tuple[str, str, str, float]:
@@ -426,6 +434,11 @@ class TreeView(QWidget):
         self.theme = LIGHT
         self.scale = 1.0
         self.round: Round | None = None
+        self.presenting = False  # set_presenting: a one-line headline
+        self._selected = False
+        self._reveal = Reveal()  # what the shown round reveals (staging: a phase's share)
+        self._current: int | None = None  # the sibling under test, staged
+        self.natural_height = 0  # the tree's height at its type unshrunk (fit)
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE + 2)
         self.header = QLabel()
@@ -473,15 +486,17 @@ class TreeView(QWidget):
         if self.round is not None:
             self.show_round(self.round, self._selected, self._reveal, self._current)
 
+    def set_presenting(self, on: bool) -> None:
+        """Presentation mode: a one-line headline (the tree and its tests say the rest)."""
+        self.presenting = on
+        if self.round is not None:
+            self.show_round(self.round, self._selected, self._reveal, self._current)
+
     def set_scale(self, scale: float) -> None:
         """Zoom: the boxes' type and spacing follow (the labels follow the widget zoom)."""
         self.scale = self.canvas.scale = scale
         if self.round is not None:
             self.show_round(self.round, self._selected, self._reveal, self._current)
-
-    _selected = False
-    _reveal = Reveal()
-    _current: int | None = None
 
     def show_round(self, rnd: Round, selected: bool = False, reveal: Reveal | None = None,
                    current: int | None = None) -> None:
@@ -491,7 +506,7 @@ class TreeView(QWidget):
         self._current = current
         self.canvas.set_round(rnd, reveal, current)
         self.fit()
-        self.header.setText(headline(rnd, selected, self.theme))
+        self.header.setText(headline(rnd, selected, self.theme, short=self.presenting))
         self.residuals.setText(tests_html(rnd, reveal, self.theme, current))
         staged = reveal != Reveal()
         if staged:  # what the phase just revealed stays in view: the ringed node, the last line
@@ -500,46 +515,59 @@ class TreeView(QWidget):
                 self.scroll.ensureVisible(int(box.center().x()), int(box.center().y()),
                                           int(box.width() / 2) + 8, int(box.height() / 2) + 8)
             QTimer.singleShot(0, self._last_line_in_view)  # once the new text is laid out
+        else:
+            self.residual_scroll.verticalScrollBar().setValue(0)
 
     def _last_line_in_view(self) -> None:
         bar = self.residual_scroll.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     def fit(self) -> None:
-        """The tree's type shrinks (not below MIN_FIT) until the tree fits its view."""
+        """The tree's type shrinks (never below MIN_FIT of the unzoomed type) until the tree
+        fits its view."""
         canvas = self.canvas
         if canvas.round is None:
             return
         canvas.fit = 1.0
         canvas.relayout()
         width, height = canvas.minimumWidth(), canvas.minimumHeight()
+        self.natural_height = height  # what wanted_height asks for: the tree unshrunk
         room = self.scroll.size()
         bar = self.scroll.verticalScrollBar().sizeHint().width()  # a bar may take its room
         fit = min(1.0, (room.width() - bar) / max(width, 1), (room.height() - bar) / max(height, 1))
-        if fit < 1.0:
-            canvas.fit = max(MIN_FIT, fit)
+        least = min(1.0, MIN_FIT / canvas.scale)
+        while fit < 1.0:  # type does not scale quite linearly (whole pixels): down till it fits
+            canvas.fit = max(least, fit)
             canvas.relayout()
+            if canvas.fit == least or (canvas.minimumWidth() <= room.width() - bar
+                                       and canvas.minimumHeight() <= room.height() - bar):
+                break
+            fit *= 0.97
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         self.fit()
 
     def wanted_height(self) -> int:
-        """The headline and the whole tree (presentation mode fits the panes to it)."""
+        """The headline and the whole tree at its type unshrunk (presentation mode fits the
+        panes to it; what they cannot give, the tree's fit takes from its type)."""
         m = self.layout().contentsMargins()
         return (m.top() + m.bottom() + self.layout().spacing()
                 + self.header.heightForWidth(max(1, self.width() - m.left() - m.right()))
-                + self.canvas.minimumHeight() + 4)
+                + self.natural_height + 4)
 
 
-def headline(rnd: Round, selected: bool = False, theme: Theme = LIGHT) -> str:
-    """The round in words: how big the tree, the kept path, how it ended."""
+def headline(rnd: Round, selected: bool = False, theme: Theme = LIGHT,
+             short: bool = False) -> str:
+    """The round in words: how big the tree, the kept path, how it ended (``short``,
+    presenting: without who drafted and the first step's width, one line of room type)."""
     which = "Selected round" if selected else "Round"
     path = kept_path(rnd)
     roots = sum(1 for d in rnd.drafted if d.parent == ROOT)
     by = "+".join(sorted({d.drafter for d in rnd.drafted}))
-    text = (f"<b>{which} {rnd.index + 1}</b>: a tree of {len(rnd.drafted)} drafts by {by} "
-            f"({roots} at the first step), <b>{len(path)} kept</b>")
+    text = (f"<b>{which} {rnd.index + 1}</b>: a tree of {len(rnd.drafted)} drafts"
+            + ("" if short else f" by {by} ({roots} at the first step)")
+            + f", <b>{len(path)} kept</b>")
     if path:
         words = " → ".join(f"“{escape(token_label(rnd.drafted[i].text, 8))}”" for i in path)
         text += f" <span style='color:{theme.ink('accepted')}'>{words}</span>"
