@@ -275,3 +275,24 @@ def test_tree_colours_follow_the_theme(qtbot) -> None:  # noqa: ANN001
         assert inside == QColor(theme.bg("accepted")), (theme.key, inside.name())
         ground = image.pixelColor(2, image.height() - 2)
         assert ground == QColor(theme.plot_bg), (theme.key, ground.name())
+
+
+def test_a_tree_round_exports_as_its_tree(qtbot, tmp_path) -> None:  # noqa: ANN001
+    """The p/q panel's Export on a tree round gives the tree (PNG at the size asked, SVG with
+    the nodes' tokens), in the kept path's and the rejected siblings' colours."""
+    import xml.etree.ElementTree as ET
+
+    from PySide6.QtGui import QImage
+
+    from specviz.gui.stage.export import export_bars
+
+    rnd = tree_round_resampled()
+    png = export_bars(rnd, tmp_path / "tree.png", (1280, 720))
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (1280, 720)
+    seen = {image.pixel(x, y) & 0xFFFFFF for y in range(0, 720, 3) for x in range(0, 1280, 3)}
+    for kind in ("accepted", "rejected", "resampled"):
+        assert QColor(LIGHT.bg(kind)).rgb() & 0xFFFFFF in seen, kind
+    svg = export_bars(rnd, tmp_path / "tree.svg")
+    texts = "".join(t.text or "" for t in ET.parse(svg).getroot().iter())
+    assert "␣cat" in texts and "␣the" in texts and "Siblings tested in turn" in texts

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from pyqtgraph.exporters import ImageExporter, SVGExporter
-from PySide6.QtCore import QObject, QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -34,6 +34,7 @@ from specviz.gui.stage.lineup_view import LineupView, lane_figures, lineup_momen
 from specviz.gui.views.bars import RoundBarsView
 from specviz.gui.views.labels import k_text
 from specviz.gui.views.stats import AcceptanceView
+from specviz.gui.views.tree import TreeView, is_tree
 
 PROJECTOR = (1920, 1080)
 PROJECTOR_SCALE = 1.5  # at 1920 px wide: 20 pt stream text -> 40 px, 12 pt labels -> 24 px
@@ -124,7 +125,10 @@ def export_graphics(graphics: pg.GraphicsLayoutWidget, path: str | Path,
 
 
 def export_bars(rnd: Round, path: str | Path, size: tuple[int, int] = PROJECTOR) -> Path:
-    """The p/q panel of one round (one plot per position) as PNG or SVG."""
+    """The p/q panel of one round (one plot per position) as PNG or SVG; a tree round's
+    tree (export_tree), as the window shows it."""
+    if is_tree(rnd):
+        return export_tree(rnd, path, size)
     view = RoundBarsView()
     view.graphics.setParent(None)  # the plots alone, at the requested size
     scale = projector_scale(size[0])
@@ -135,6 +139,36 @@ def export_bars(rnd: Round, path: str | Path, size: tuple[int, int] = PROJECTOR)
     finally:
         view.graphics.close()
         view.graphics.deleteLater()
+        view.deleteLater()
+
+
+def export_tree(rnd: Round, path: str | Path, size: tuple[int, int] = PROJECTOR) -> Path:
+    """A tree round's tree and its siblings' tests (gui/views/tree.py) as PNG or SVG, in
+    projector type."""
+    from PySide6.QtSvg import QSvgGenerator
+
+    path = Path(path)
+    view = TreeView()
+    view.show_round(rnd)
+    scale = projector_scale(size[0])
+    try:
+        if path.suffix.lower() != ".svg":
+            if not render_widget(view, size, scale).save(str(path)):
+                raise OSError(f"could not write {path}")
+            return path
+        _offscreen(view, size, scale)
+        svg = QSvgGenerator()
+        svg.setFileName(str(path))
+        svg.setSize(QSize(*size))
+        svg.setViewBox(QRect(0, 0, *size))
+        svg.setTitle(f"Round {rnd.index + 1}: a token tree")
+        painter = QPainter(svg)
+        painter.scale(scale, scale)
+        view.render(painter, QPoint(0, 0))
+        painter.end()
+        return path
+    finally:
+        view.close()
         view.deleteLater()
 
 
@@ -752,6 +786,7 @@ __all__ = [
     "export_acceptance",
     "export_animation",
     "export_bars",
+    "export_tree",
     "export_graphics",
     "export_lineup_html",
     "export_transcript",
