@@ -250,6 +250,10 @@ def test_tree_round_in_the_stream_keeps_the_output_order(view: RunView) -> None:
                      (" sun", "rejected"), (" mat", "resampled")]
     resampled = next(s for s in view.stream.spans if s.kind == "resampled")
     assert resampled.draft is not None and resampled.draft.text == " sun"  # it replaces
+    big = next(s for s in view.stream.spans if s.text == " big")
+    tip = view.stream.describe(big)
+    assert "tree node 5, a candidate after “␣the”" in tip
+    assert "the next candidate meets the residual" in tip and "resample" not in tip
 
 
 def test_tree_recording_round_trips_and_replays(view: RunView) -> None:

@@ -387,9 +387,18 @@ class TokenStreamView(QTextEdit):
         if span.draft is not None and span.kind in ("accepted", "rejected"):
             d = span.draft
             out = f", output token {span.token_number + 1}" if span.token_number is not None else ""
-            lines.append(f"{where}, draft position {d.index + 1}{out}")
+            tree = d.parent is not None and rnd is not None and any(
+                x.parent != i - 1 for i, x in enumerate(rnd.drafted))
+            if tree:  # a node of a token tree: where it hangs, and what a rejection leads to
+                assert rnd is not None and d.parent is not None
+                above = "the text so far" if d.parent < 0 else \
+                    f"“{escape(token_label(rnd.drafted[d.parent].text))}”"
+                lines.append(f"{where}, tree node {d.index + 1}, a candidate after {above}{out}")
+            else:
+                lines.append(f"{where}, draft position {d.index + 1}{out}")
             lines.append(f"p(x) = {fmt_prob(d.p)} &nbsp; q(x) = {fmt_prob(d.q)}")
             verdict = "r &lt; min(1, p/q): accept" if d.status == "accepted" else \
+                "r ≥ min(1, p/q): reject; the next candidate meets the residual" if tree else \
                 "r ≥ min(1, p/q): reject, resample from norm(max(0, p − q))"
             lines.append(f"min(1, p/q) = {fmt_prob(d.ratio)} &nbsp; r = {fmt_prob(d.r)}")
             lines.append(verdict)
