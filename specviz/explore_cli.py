@@ -1,7 +1,7 @@
 """specviz-explore: lineups, K sweeps, prompt-set tables and where the draft goes wrong.
 
     specviz-explore lineup "k=2" "k=8" "k_policy=cost" [--prompt …] [--save F] [--html F] [--gif F]
-    specviz-explore sweep --k 1,2,4,8 [--prompts FILE] [--repeats 2] [--csv F] [--json F] [--png F]
+    specviz-explore sweep --k 1,2,4,8 [--prompts FILE] [--repeats 3 --settle 0.05] [--csv F] …
     specviz-explore set PROMPTS.jsonl [--per-category 5] [--config "k=4" …] [--markdown F] [--png F]
     specviz-explore diagnose RECORDING.jsonl [--markdown F]
 
@@ -160,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--per-category", type=int, default=None,
                        help="with --prompts: the first N of each category")
     sweep.add_argument("--repeats", type=int, default=1)
+    sweep.add_argument("--settle", type=float, default=None, metavar="SPREAD",
+                       help="with --repeats 3 or more: stop repeating a point once its speedup "
+                       "has varied by at most SPREAD (0.05 = 5%%) on every prompt over its "
+                       "first 2+ repeats; the others go on, interleaved as before")
     sweep.add_argument("--csv", type=Path)
     sweep.add_argument("--json", type=Path, help="rows and every run (resumable)")
     sweep.add_argument("--png", type=Path, help="the plot (Pillow)")
@@ -393,6 +397,9 @@ def cmd_sweep(args: argparse.Namespace, stop: threading.Event) -> int:
     points = sweep_points(args)
     if args.repeats < 1:
         raise InputError(f"--repeats must be at least 1, got {args.repeats}.")
+    if args.settle is not None and not args.settle >= 0:
+        raise InputError(f"--settle must be a spread of 0 or more (0.05 = 5%), got "
+                         f"{args.settle}.")
     if args.prompts:
         from .core.promptset import pick, read_prompts
 
@@ -409,22 +416,24 @@ def cmd_sweep(args: argparse.Namespace, stop: threading.Event) -> int:
             raise InputError(f"{args.resume}: {exc}") from None
     pair = load(args, need_draft=any(p.settings.drafter != "lookup" for p in points))
     prompts = [_prompt(pair, args, t) for t in texts]
-    total = len(sw.schedule(len(points), len(prompts), args.repeats))
+    total = sw.planned_runs(len(points), done, args.repeats, len(prompts), args.settle)
     samples = list(done)
     say(f"{len(points)} points × {len(prompts)} prompts × {args.repeats} repeats + the target "
-        f"alone = {total} runs" + (f", {len(done)} already done" if done else ""))
+        f"alone = {total} runs" + (" at most" if args.settle is not None else "")
+        + (f", {len(done)} already done" if done else ""))
     t0 = time.perf_counter()
     ran = 0
     for sample in sw.run_sweep(pair, points, prompts, args.repeats, stop,
-                               done={s.key for s in done}):
+                               done={s.key for s in done}, settle=args.settle, earlier=done):
         samples.append(sample)
         ran += 1
+        total = sw.planned_runs(len(points), samples, args.repeats, len(prompts), args.settle)
         left = total - len(samples)
         eta = (time.perf_counter() - t0) / ran * left
         name = "target alone" if sample.point == sw.BASELINE else points[sample.point].label
         say(f"{len(samples)}/{total} {name}, prompt {sample.prompt + 1}, repeat "
             f"{sample.repeat + 1}: {sample.run.tokens_per_s:.1f} tok/s (about {eta:.0f} s left)")
-    result = sw.summarize(points, samples, args.repeats, len(prompts))
+    result = sw.summarize(points, samples, args.repeats, len(prompts), args.settle)
     print(sw.table(result))
     print(f"# target step {1000 * result.step_s:.1f} ms; {result.samples}/{result.planned} runs"
           + ("" if result.complete else " (stopped: partial, --resume with the --json file)"))

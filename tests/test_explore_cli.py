@@ -108,6 +108,14 @@ def test_a_sweep_writes_csv_json_and_png_and_resumes(
     assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--resume", str(js),
                  *models(tiny_models)]) == 0
     assert "3/3 runs" in capsys.readouterr().out
+    # Resumed with 3 repeats and a spread nothing exceeds: repeat 2 settles every point after
+    # repeat 1 (3 more runs), so the sweep is complete at 6 runs, not 9.
+    assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--resume", str(js),
+                 "--repeats", "3", "--settle", "inf", "--json", str(js),
+                 *models(tiny_models)]) == 0
+    out = capsys.readouterr().out
+    assert "6/6 runs" in out and "partial" not in out
+    assert sorted({r["repeat"] for r in json.loads(js.read_text())["runs"]}) == [0, 1]
 
 
 def test_a_prompt_set_table_and_files(tiny_models: tuple[Path, Path], tmp_path: Path,
@@ -142,6 +150,8 @@ def test_diagnose_reads_a_recording(tiny_models: tuple[Path, Path], tmp_path: Pa
     (["lineup", "k=2", "--no-baseline"], "A lineup runs 1 to 4 configurations"),
     (["lineup", "k=2", "k=3", "k=4", "k=5", "k=6"], "A lineup runs 1 to 4 configurations"),
     (["sweep", "--k", "1,x"], "--k must be comma-separated numbers"),
+    (["sweep", "--k", "1", "--settle", "-0.1"], "--settle must be a spread of 0 or more"),
+    (["sweep", "--k", "1", "--settle", "nan"], "--settle must be a spread of 0 or more"),
     (["lineup", "k=2", "bogus=1"], "no setting 'bogus'"),
 ])
 def test_bad_input_is_one_line(argv: list[str], message: str,

@@ -3,7 +3,9 @@
 Every point is a configuration (its Settings); each runs on every prompt, ``repeats`` times,
 beside the target alone on the same prompt and seed, in an order rotated per (repeat,
 prompt) so that a drifting machine load hits every point alike. Runs one after the other,
-never together (they would share the cores).
+never together (they would share the cores). With ``settle``, a point whose speedup has
+already varied little over its repeats on every prompt is not repeated again; the rest go on
+as before. One untimed warm-up per sweep (:func:`warm_up_sweep`), none per point.
 
 Measured, per point: α = Σkept ÷ Σtested, tokens per round, and the speedup = the geometric
 mean over (prompt, repeat) of its tokens/s ÷ the target alone's tokens/s on that prompt and
@@ -27,10 +29,13 @@ import statistics
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import Event, Round, RunFailed, RunFinished, RunStarted, Settings
 from .speed import expected_speedup, pass_costs, speedup_vs_run
+
+if TYPE_CHECKING:
+    from .parts import Factory
 
 BASELINE = -1  # the point index of the target alone
 
@@ -122,39 +127,135 @@ def schedule(n_points: int, n_prompts: int, repeats: int) -> list[tuple[int, int
     return order
 
 
+WARM_TOKENS = 4  # new tokens of each warm-up run
+MIN_REPEATS = 2  # a point's spread needs this many repeats on every prompt
+
+
+def _widest(s: Settings) -> int:
+    """The widest verify pass a point's rounds take: 1 + its most drafts."""
+    return 1 + max(s.k, s.lookup_k if s.drafter != "model" else 0)
+
+
+def warm_up_sweep(pair: Any, points: Sequence[Point], prompt: str,
+            stop: threading.Event | None = None, factory: Factory | None = None) -> None:
+    """Untimed, before a sweep's first run: first forwards allocate, the cost policy calibrates.
+
+    One short run of the target alone and one of the largest K of each group of points that
+    differ in K alone (they share their drafter and its passes), then one target pass of every
+    width 1 … 1 + K that the sweep's verify passes take, on the runs' own path: a short run
+    ends before its widest pass (its last round may draft only what the budget leaves), so a
+    warm-up run per K left the wide widths cold and cost a prompt pass each.
+    """
+    from .engine import AutoregressiveDecoder, SpeculativeDecoder, calibrate, guarded
+
+    widest: dict[tuple[Any, ...], Settings] = {}
+    for point in points:
+        group = _group(point.settings)
+        if group not in widest or point.settings.k > widest[group].k:
+            widest[group] = point.settings
+    runs: list[tuple[Any, Settings]] = [(AutoregressiveDecoder, points[0].settings)]
+    runs += [(SpeculativeDecoder, s) for s in widest.values()]
+    for decoder, s in runs:
+        short = replace(s, max_new_tokens=min(WARM_TOKENS, s.max_new_tokens))
+        for _ in guarded(decoder(pair, short, factory=factory).run(prompt, stop)):
+            pass
+    if stop is not None and stop.is_set():
+        return
+    import torch
+
+    from .parts import Factory
+
+    target = (factory or Factory()).target(pair)
+    prefix = [i % pair.vocab_size for i in range(8)]
+    with torch.inference_mode():
+        target.feed(prefix, keep=1)
+        for width in range(1, max(_widest(p.settings) for p in points) + 1):
+            target.feed([prefix[i % len(prefix)] for i in range(width)], keep=width)
+            target.crop(len(prefix))
+    if any(p.settings.k_policy == "cost" for p in points):
+        calibrate(pair)  # the cost policy's v(n), once per pair: outside every run's clock
+
+
+def spread(samples: Sequence[Sample], point: int, before: int, n_prompts: int) -> float | None:
+    """How far the point's speedup has varied over the repeats before ``before``: the largest,
+    over prompts, of max ÷ min − 1 of its speedups on that prompt (each over the target alone
+    of its own prompt and repeat). None until every prompt has MIN_REPEATS of them."""
+    base = {(s.prompt, s.repeat): s.run.tokens_per_s for s in samples
+            if s.point == BASELINE and s.repeat < before}
+    ratios: dict[int, list[float]] = {p: [] for p in range(n_prompts)}
+    for s in samples:
+        if s.point == point and s.repeat < before and s.prompt in ratios \
+                and (s.prompt, s.repeat) in base:
+            ratio = speedup_vs_run(s.run.tokens_per_s, base[(s.prompt, s.repeat)])
+            if ratio > 0:
+                ratios[s.prompt].append(ratio)
+    if not ratios or any(len(r) < MIN_REPEATS for r in ratios.values()):
+        return None
+    return max(max(r) / min(r) - 1.0 for r in ratios.values())
+
+
+def settled(n_points: int, samples: Sequence[Sample], repeat: int, settle: float | None,
+            n_prompts: int) -> frozenset[int]:
+    """The points that skip ``repeat`` and every later one: those whose :func:`spread` over the
+    repeats before it is at most ``settle`` (None: every point runs every repeat)."""
+    if settle is None:
+        return frozenset()
+    out = set()
+    for i in range(n_points):
+        sp = spread(samples, i, repeat, n_prompts)
+        if sp is not None and sp <= settle:
+            out.add(i)
+    return frozenset(out)
+
+
+def planned_runs(n_points: int, samples: Sequence[Sample], repeats: int, n_prompts: int,
+                 settle: float | None = None) -> int:
+    """Runs the sweep takes: each repeat runs its unsettled points on every prompt, and the
+    target alone beside them (not at all once every point has settled)."""
+    total = 0
+    for rep in range(repeats):
+        left = n_points - len(settled(n_points, samples, rep, settle, n_prompts))
+        total += n_prompts * (left + 1) if left else 0
+    return total
+
+
 def run_sweep(pair: Any, points: Sequence[Point], prompts: Sequence[str], repeats: int = 1,
               stop: threading.Event | None = None, done: Collection[tuple[int, int, int]] = (),
-              warm_up: bool = True) -> Iterator[Sample]:
+              warm_up: bool = True, *, settle: float | None = None,
+              earlier: Sequence[Sample] = (), factory: Factory | None = None
+              ) -> Iterator[Sample]:
     """Run the schedule, yielding each sample as it finishes; ``done`` keys are skipped (a
-    resumed sweep). A stop ends it after the run in flight (that run is not yielded); a run
-    that fails raises ValueError with its message."""
+    resumed sweep, whose samples ``earlier`` holds). A stop ends it after the run in flight
+    (that run is not yielded); a run that fails raises ValueError with its message.
+
+    With ``settle`` (a fraction, e.g. 0.05), a point stops repeating once its speedup has
+    varied by at most that much on every prompt over its repeats so far (:func:`settled`,
+    decided at the start of each repeat; MIN_REPEATS at least); the others go on interleaved,
+    beside the target alone."""
     from .engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
 
-    if warm_up and prompts:  # untimed: first forwards allocate; the cost policy calibrates
-        for point in [None, *points]:
-            s = (points[0].settings if point is None else point.settings)
-            short = replace(s, max_new_tokens=min(4, s.max_new_tokens))
-            decoder = (AutoregressiveDecoder(pair, short) if point is None
-                       else SpeculativeDecoder(pair, short))
-            for _ in guarded(decoder.run(prompts[0], stop)):
-                pass
-        if any(p.settings.k_policy == "cost" for p in points):
-            from .engine import calibrate
-
-            calibrate(pair)  # the cost policy's v(n), once per pair: outside every run's clock
+    if warm_up and prompts:
+        warm_up_sweep(pair, points, prompts[0], stop, factory)
+    measured = list(earlier)
+    skip: frozenset[int] = frozenset()
+    current = -1
     for key in schedule(len(points), len(prompts), repeats):
         if stop is not None and stop.is_set():
             return
-        if key in done:
-            continue
         j, p, rep = key
+        if rep != current:
+            current, skip = rep, settled(len(points), measured, rep, settle, len(prompts))
+        if key in done or j in skip or (j == BASELINE and len(skip) == len(points)):
+            continue
         settings = replace(points[0 if j == BASELINE else j].settings, seed=rep)
-        decoder = (AutoregressiveDecoder(pair, settings) if j == BASELINE
-                   else SpeculativeDecoder(pair, settings))
+        decoder = (AutoregressiveDecoder(pair, settings, factory=factory) if j == BASELINE
+                   else SpeculativeDecoder(pair, settings, factory=factory))
         events = list(guarded(decoder.run(prompts[p], stop)))
         if stop is not None and stop.is_set():
             return  # a run cut short measures nothing
-        yield Sample(j, p, rep, measure(events))
+        sample = Sample(j, p, rep, measure(events))
+        measured.append(sample)
+        yield sample
 
 
 @dataclass(frozen=True)
@@ -205,8 +306,9 @@ def geomean(xs: Sequence[float]) -> float:
 
 
 def summarize(points: Sequence[Point], samples: Sequence[Sample], repeats: int = 1,
-              n_prompts: int | None = None) -> SweepResult:
-    """The figures of the samples so far (a partial sweep summarises what it has)."""
+              n_prompts: int | None = None, settle: float | None = None) -> SweepResult:
+    """The figures of the samples so far (a partial sweep summarises what it has); ``settle``
+    as given to :func:`run_sweep` (the runs planned leave out the settled points')."""
     base = {(s.prompt, s.repeat): s.run for s in samples if s.point == BASELINE}
     base_passes = sum(r.verify_passes for r in base.values())
     step = sum(r.verify_s for r in base.values()) / base_passes if base_passes else 0.0
@@ -251,8 +353,9 @@ def summarize(points: Sequence[Point], samples: Sequence[Sample], repeats: int =
             identical=same if greedy else None))
     measured = [i for i, r in enumerate(rows) if r.speedup > 0]
     predicted = [i for i, r in enumerate(rows) if r.predicted > 0]
-    planned = (len(points) + 1) * repeats * (n_prompts if n_prompts is not None else
-                                             len({s.prompt for s in samples}))
+    planned = planned_runs(len(points), samples, repeats,
+                           n_prompts if n_prompts is not None else
+                           len({s.prompt for s in samples}), settle)
     return SweepResult(
         rows=tuple(rows), step_s=step, baseline_tokens_per_s=base_tps, samples=len(samples),
         planned=planned,
@@ -330,6 +433,7 @@ def table(result: SweepResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASELINE", "Measured", "Point", "Sample", "SweepResult", "SweepRow", "geomean",
-           "k_points", "measure", "run_sweep", "samples_from_json", "schedule", "summarize",
-           "table", "to_csv", "to_json"]
+__all__ = ["BASELINE", "MIN_REPEATS", "Measured", "Point", "Sample", "SweepResult", "SweepRow",
+           "geomean", "k_points", "measure", "planned_runs", "run_sweep", "samples_from_json",
+           "schedule", "settled", "spread", "summarize", "table", "to_csv", "to_json",
+           "warm_up_sweep"]

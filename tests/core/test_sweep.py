@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
+from dataclasses import replace
 
 import pytest
+import torch
 
+from specviz.core.cached_model import CachedModel
 from specviz.core.events import Settings
 from specviz.core.models import ModelPair
+from specviz.core.parts import Factory
 from specviz.core.sweep import (
     BASELINE,
     Measured,
     Sample,
     k_points,
     measure,
+    planned_runs,
     run_sweep,
     samples_from_json,
     schedule,
+    settled,
+    spread,
     summarize,
     to_csv,
     to_json,
+    warm_up_sweep,
 )
 from tests.gui.scripted import speculative_events
 from tests.mutation import mutant
+from tests.tiny import tiny_pair as make_pair
 
 BASE = Settings(temperature=0.0, max_new_tokens=8, drafter="model")  # K sweeps draft with q
 
@@ -109,6 +119,77 @@ def test_a_partial_sweep_summarises_what_it_has() -> None:
     assert result.best == 0
 
 
+def settling_samples() -> list[Sample]:
+    """Two prompts, two repeats, the target alone at 10 tok/s throughout (10 tokens in 1 s).
+    Point 0: speedups 2.0, 2.04 on prompt 0 and 1.5, 1.53 on prompt 1 (2% apart on each).
+    Point 1: 2.0, 2.02 on prompt 0 but 1.5, 1.8 on prompt 1 (20% apart there)."""
+    speeds = {0: {0: (2.0, 2.04), 1: (1.5, 1.53)}, 1: {0: (2.0, 2.02), 1: (1.5, 1.8)}}
+    out = [Sample(BASELINE, p, r, run(10, 1.0)) for p in (0, 1) for r in (0, 1)]
+    out += [Sample(j, p, r, run(10, 1.0 / speeds[j][p][r])) for j in (0, 1) for p in (0, 1)
+            for r in (0, 1)]
+    return out
+
+
+def test_a_point_settles_when_its_speedup_varied_little_on_every_prompt() -> None:
+    samples = settling_samples()
+    # The largest max/min - 1 over prompts: point 0, 2.04/2.0 and 1.53/1.5 both 1.02.
+    assert spread(samples, 0, 2, 2) == pytest.approx(0.02)
+    assert spread(samples, 1, 2, 2) == pytest.approx(0.2)  # 1.8 / 1.5 on prompt 1
+    assert settled(2, samples, 2, 0.05, 2) == {0}
+    assert settled(2, samples, 2, 0.25, 2) == {0, 1}
+    assert settled(2, samples, 2, None, 2) == set()  # no settle: every point repeats
+    # One repeat is no spread: nothing settles before repeat 2 (repeat index 2 is the third).
+    assert spread(samples, 0, 1, 2) is None
+    assert settled(2, samples, 1, 10.0, 2) == set()
+    # Runs planned for 4 repeats at 5%: all 2 × 3 in repeats 0 and 1, then point 1 and the
+    # target alone on both prompts in repeats 2 and 3; at 25% nothing after repeat 1.
+    assert planned_runs(2, samples, 4, 2, 0.05) == 6 + 6 + 4 + 4
+    assert planned_runs(2, samples, 4, 2, 0.25) == 12
+    assert planned_runs(2, samples, 4, 2) == 24
+
+
+def test_a_settled_point_is_not_repeated_and_the_rest_stay_interleaved(
+        tiny_pair: ModelPair) -> None:
+    points = k_points(BASE, [1, 3])
+    earlier = settling_samples()  # repeats 0 and 1 done: point 0 settled at 5%, point 1 not
+    rest = list(run_sweep(tiny_pair, points, ["the cat", "a dog ran"], repeats=3,
+                          done={s.key for s in earlier}, warm_up=False, settle=0.05,
+                          earlier=earlier))
+    # Repeat 2 runs point 1 beside the target alone on each prompt, in the rotated order.
+    expected = [key for key in schedule(2, 2, 3) if key[2] == 2 and key[0] != 0]
+    assert [s.key for s in rest] == expected
+    result = summarize(points, earlier + rest, repeats=3, n_prompts=2, settle=0.05)
+    assert result.complete and [r.runs for r in result.rows] == [4, 6]
+    # Every point settles at an infinite spread: repeat 2 runs nothing, not even the target.
+    assert list(run_sweep(tiny_pair, points, ["the cat", "a dog ran"], repeats=3,
+                          done={s.key for s in earlier}, warm_up=False, settle=math.inf,
+                          earlier=earlier)) == []
+
+
+class _Recorder(CachedModel):
+    """A CachedModel that notes each feed: (which model, how many ids)."""
+
+    feeds: list[tuple[object, int]] = []
+
+    def feed(self, ids: list[int], keep: int, local: bool = False) -> torch.Tensor:
+        self.feeds.append((self.model, len(ids)))
+        return super().feed(ids, keep, local)
+
+
+def test_the_warm_up_passes_every_verify_width_once_per_sweep(tiny_pair: ModelPair) -> None:
+    _Recorder.feeds = []
+    points = k_points(replace(BASE, max_new_tokens=12), [1, 3, 8])
+    prompt = "the cat sat on a mat"  # 6 ids: longer than any feed of a draft's round
+    warm_up_sweep(tiny_pair, points, prompt, factory=Factory(model=_Recorder))
+    widths = {n for model, n in _Recorder.feeds if model is tiny_pair.target}
+    # K 8 verifies 9 ids at once: every width 1 ... 9 has run before the first timed run (a
+    # 4-token run at K 8 drafts at most 3, so its own passes leave 5 ... 9 cold).
+    assert set(range(1, 10)) <= widths
+    # One short run of the draft (the largest K), not one per K: one prompt pass of the draft.
+    draft_prompt_passes = [n for model, n in _Recorder.feeds if model is tiny_pair.draft and n >= 6]
+    assert len(draft_prompt_passes) == 1
+
+
 SWEEP = sys.modules["specviz.core.sweep"]
 MUTANTS = {
     "α of each point alone, not pooled over K": (
@@ -128,6 +209,21 @@ MUTANTS = {
         [("later = rounds[1:]", "later = rounds")]),
     "no rotation": (test_the_schedule_interleaves_and_rotates, "schedule",
                     [("shift = (rep * n_prompts + prompt) % len(jobs)", "shift = 0")]),
+    "one repeat counts as a spread (of 0)": (
+        test_a_point_settles_when_its_speedup_varied_little_on_every_prompt, "spread",
+        [("any(len(r) < MIN_REPEATS for r", "any(len(r) < 1 for r")]),
+    "the spread pooled over prompts (a prompt's own speedup differs)": (
+        test_a_point_settles_when_its_speedup_varied_little_on_every_prompt, "spread",
+        [("return max(max(r) / min(r) - 1.0 for r in ratios.values())",
+          "return max(max(r) for r in ratios.values()) / min(min(r) for r in ratios.values())"
+          " - 1.0")]),
+    "no pass per width (the short runs' own passes only)": (
+        lambda: test_the_warm_up_passes_every_verify_width_once_per_sweep(make_pair(sharpness=8.0)),
+        "warm_up_sweep", [("target.feed([prefix[i % len(prefix)] for i in range(width)], "
+                           "keep=width)", "pass")]),
+    "a warm-up run per K (as before)": (
+        lambda: test_the_warm_up_passes_every_verify_width_once_per_sweep(make_pair(sharpness=8.0)),
+        "warm_up_sweep", [("group = _group(point.settings)", "group = (point.settings.k,)")]),
 }
 
 
