@@ -88,17 +88,15 @@ def tree_phases(rnd: Round) -> list[Phase]:
     walk = sibling_tests(rnd)
     for j, t in enumerate(walk, 1):
         d = rnd.drafted[t.node]
-        against = marked(t.order - 1)
-        where = "first candidate" if t.order == 1 else f"candidate {t.order}"
+        who = f"Candidate {t.order} “{token_label(d.text)}” vs {marked(t.order - 1)}"
         if d.status == "accepted":
-            then = "kept: its children are tested next" if any(
-                c.parent == d.index for c in rnd.drafted) else "kept: a leaf"
-            out.append(Phase("test", f"“{token_label(d.text)}” ({where}) against {against}: "
-                                     f"r {fmt_prob(d.r)} < {fmt_prob(d.ratio)} → {then}", j))
+            then = "its children next" if any(c.parent == d.index for c in rnd.drafted) \
+                else "a leaf"
+            out.append(Phase("test", f"{who}: r {fmt_prob(d.r)} < {fmt_prob(d.ratio)} → kept; "
+                                     f"{then}", j))
         else:
-            out.append(Phase("test", f"“{token_label(d.text)}” ({where}) against {against}: "
-                                     f"r {fmt_prob(d.r)} ≥ {fmt_prob(d.ratio)} → rejected; "
-                                     f"the next one meets {marked(t.order)}, the residual", j))
+            out.append(Phase("test", f"{who}: r {fmt_prob(d.r)} ≥ {fmt_prob(d.ratio)} → "
+                                     f"rejected; the next meets {marked(t.order)}", j))
     n = len(walk)
     off = k - n
     if off:
@@ -108,9 +106,10 @@ def tree_phases(rnd: Round) -> list[Phase]:
     if e is not None and e.kind == "resampled":
         last = walk[-1].order if walk else 0
         path = kept_path(rnd)
-        where = f"after “{token_label(rnd.drafted[path[-1]].text)}”" if path else "first"
-        out.append(Phase("dist", f"No candidate kept {where}: {marked(last)} is what the "
-                                 "target still owes there", n))
+        where = f"after “{token_label(rnd.drafted[path[-1]].text)}”" if path \
+            else "at the first step"
+        out.append(Phase("dist", f"No candidate kept {where}: {marked(last)}, the residual, is "
+                                 "what the target still owes there", n))
         out.append(Phase("extra", f"“{token_label(e.text)}” is drawn from {marked(last)} "
                                   "(resampled)", n))
     elif e is not None:
