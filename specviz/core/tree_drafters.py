@@ -253,7 +253,17 @@ class ModelTreeDrafter(DrafterBase):
         return self.lm.forward_time_s
 
     def plan(self, context: Sequence[int]) -> Plan:
-        return Plan("model", "model-tree", prior=self.PRIOR, step_cost=self.STEP_COST)
+        return self.plan_for()
+
+    @classmethod
+    def plan_for(cls) -> Plan:
+        """A model tree's plan: α tracked apart from the chain's (key "model-tree"), K the node
+        budget, no confidence stop (a chain's rule). The cost policy models a tree of K nodes
+        as a chain of K with that α̂, learned from tree rounds as kept / tested along the kept
+        path; a round that reaches a leaf above depth K counts one test more than it made,
+        so α̂, and the tokens a round is expected to bring, err low: the policy drafts a tree
+        only where, so estimated, it beats a plain step at the measured v(K + 1)."""
+        return Plan("model", "model-tree", prior=cls.PRIOR, step_cost=cls.STEP_COST)
 
     def _dist(self, logits: torch.Tensor) -> torch.Tensor:
         """What children are drawn from or ranked by: q, or at T = 0 the draft's softmax."""
@@ -286,9 +296,8 @@ class ModelTreeDrafter(DrafterBase):
             rows[torch.arange(len(tree)), torch.tensor(tree.tokens)] = 1.0
         else:
             rows = grown.q_rows[at]  # (N, V)
-        confidence = tuple(float(grown.q_rows[c, x]) for c, x in zip(at, tree.tokens,
-                                                                          strict=True))
-        return Proposal(tree.tokens, rows, "model", confidence, tree=tree)
+        # No confidences: the cost policy reads them per position of a chain.
+        return Proposal(tree.tokens, rows, "model", tree=tree)
 
     def kept_path(self, path: Sequence[int]) -> None:
         """Keep the committed prefix and the accepted nodes the cache holds (a last-level node

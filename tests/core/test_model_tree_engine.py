@@ -18,7 +18,7 @@ plain forwards of the draft).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,10 +26,11 @@ import pytest
 import torch
 
 from specviz.core import tree_drafters as td
-from specviz.core.engine import SpeculativeDecoder
+from specviz.core.engine import CALIBRATION_WIDTHS, SpeculativeDecoder
 from specviz.core.events import Event, Round
 from specviz.core.parts import Factory
-from specviz.core.plans import GoOn, Proposal
+from specviz.core.plans import GoOn, Outcome, Proposal
+from specviz.core.policy import CostPolicy
 from specviz.core.registry import Entry
 from specviz.core.rng import Random, TorchRandom
 from specviz.core.tree_verify import DraftTree
@@ -217,3 +218,39 @@ def test_a_tight_budget_keeps_the_best_scored_slots() -> None:
     # two (0.2, 0.2); room for 2: 0.54 and the first 0.2.
     assert grown.tree == DraftTree((1, 2, 1, 0), (-1, -1, 0, 1), ("deterministic",) * 5)
 
+
+
+def tree_policy(v: Callable[[int], float], kept: Sequence[int], k: int = 4) -> CostPolicy:
+    """The cost policy after tree rounds of ``k`` nodes keeping ``kept`` drafts in turn, on a
+    machine whose target pass over n tokens takes v(n) (calibrated and measured alike) and
+    whose draft takes 0.05 of a one-token pass per node."""
+    policy = CostPolicy(k)
+    policy.calibrate({n: v(n) for n in CALIBRATION_WIDTHS})
+    plan = td.ModelTreeDrafter.plan_for()
+    for _ in range(6):
+        for n_acc in kept:
+            d, t = 0.05 * v(1) * k, v(k + 1)
+            policy.observe(Outcome(plan, k, n_acc, d, t, k + 1, d + t))
+    policy.observe(Outcome(plan, 0, 0, 0.0, v(1), 1, v(1)))  # a plain step timed too
+    return policy
+
+
+def cpu(n: int) -> float:
+    return 0.08 * (1 + 0.3 * (n - 1))  # each token more costs 0.3 of a one-token pass
+
+
+def gpu(n: int) -> float:
+    return 0.01 * (1 + 0.01 * (n - 1))  # almost flat
+
+
+def test_the_cost_policy_drafts_a_tree_only_where_it_pays() -> None:
+    """K of a tree plan is its node cap, sized on the measured v(K + 1): none where tree
+    rounds keep too little for the wider pass (this CPU's steep v), several where the pass
+    is almost free (a GPU's); the fixed policy drafts its K whatever it costs."""
+    plan = td.ModelTreeDrafter.plan_for()
+    poor = [0, 1, 0, 0, 1, 0]  # 1.33 tokens a round
+    assert tree_policy(cpu, poor).choose(plan, 64).k == 0
+    assert tree_policy(gpu, poor).choose(plan, 64).k >= 1
+    good = [2, 3, 1, 2, 3, 2]  # 3.2 tokens a round
+    on_cpu, on_gpu = (tree_policy(v, good).choose(plan, 64).k for v in (cpu, gpu))
+    assert 1 <= on_cpu < on_gpu, (on_cpu, on_gpu)
