@@ -300,3 +300,19 @@ def test_a_tree_round_exports_as_its_tree(qtbot, tmp_path) -> None:  # noqa: ANN
     svg = export_bars(rnd, tmp_path / "tree.svg")
     texts = "".join(t.text or "" for t in ET.parse(svg).getroot().iter())
     assert "␣cat" in texts and "␣the" in texts and "Siblings tested in turn" in texts
+
+
+def test_zoom_scales_the_tree_and_a_small_view_shrinks_it_no_further_than_its_floor(
+        qtbot) -> None:  # noqa: ANN001
+    tree = TreeView()
+    qtbot.addWidget(tree)
+    tree.resize(2400, 1400)
+    tree.show()
+    tree.show_round(tree_round_resampled())
+    height = tree.canvas.boxes[ROOT].height()
+    tree.set_scale(1.5)  # Ctrl+plus (gui/views/zoom.py), room to spare: the type grows
+    assert tree.canvas.fit == 1.0 and tree.canvas.boxes[ROOT].height() > 1.4 * height
+    tree.set_scale(1.0)
+    tree.resize(500, 200)  # too small: the type gives way, to MIN_FIT at most, then scrolls
+    qtbot.waitUntil(lambda: tree.canvas.fit < 1.0)
+    assert tree.canvas.zoom >= tree_module.MIN_FIT - 1e-9
