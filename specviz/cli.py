@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from types import FrameType
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 # Light imports only: torch and transformers load inside main(), where Ctrl+C is handled.
 from .core.errors import InputError, SpecvizError, one_line
@@ -33,9 +33,16 @@ from .core.models import (
     locate,
 )
 from .core.options import OPTIONS, Option, k_text
+from .core.presets import CROSS_TOKENIZER_DRAFTER, CROSS_TOKENIZER_PRESETS
 from .core.race import Race, as_race
-from .core.run import PROMPT_LIMIT_CHARS, Request, check, needs_draft_model
+from .core.run import PROMPT_LIMIT_CHARS, Request, check, cross_tokenizer, needs_draft_model
 from .core.run import run as run_request
+
+if TYPE_CHECKING:
+    from .core.cross_tokenizer import SharedVocab
+
+# Every preset the CLI takes: the app's, then those whose draft has a tokenizer of its own.
+ALL_PRESETS = {**PRESETS, **CROSS_TOKENIZER_PRESETS}
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl+C
 EXIT_INPUT = 2  # a bad argument or prompt (argparse's own code for its refusals)
@@ -101,8 +108,10 @@ def build_parser(json_out: bool = False) -> argparse.ArgumentParser:
                    help="wrap the prompt in the model's chat template, if it has one")
     for opt in OPTIONS:
         _add_option(p, opt)
-    p.add_argument("--pair", choices=list(PRESETS), metavar="PRESET",
-                   help="a preset pair: " + "; ".join(PRESETS))
+    p.add_argument("--pair", choices=list(ALL_PRESETS), metavar="PRESET",
+                   help="a preset pair: " + "; ".join(ALL_PRESETS) + " (the pairs 'across "
+                   f"tokenizers' draft with --drafter {CROSS_TOKENIZER_DRAFTER} unless "
+                   "--drafter says otherwise; every '(hub)' pair downloads its models once)")
     p.add_argument("--draft", help="draft model: alias, hub id, folder or .gguf "
                    "(default: the shipped distilled draft)")
     p.add_argument("--target", default=None,
@@ -152,8 +161,10 @@ def _read_prompt(args: argparse.Namespace) -> str:
             from None
 
 
-def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) -> int:
-    """Human output: the text as it grows, each token styled by its fate, then a summary."""
+def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str],
+            vocab: SharedVocab | None = None) -> int:
+    """Human output: the text as it grows, each token styled by its fate, then a summary;
+    with ``vocab`` (a draft with its own tokenizer) what the shared vocabulary covers."""
     status = 0
     for event in events:
         if isinstance(event, RunStarted):
@@ -170,6 +181,9 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
             if st.lenience < 1.0:
                 out.write(f"# lenience {st.lenience}: NOT EXACT, the output does not follow "
                           f"the target's distribution\n")
+            if vocab is not None and event.mode == "speculative":
+                seen = vocab.report(event.prompt_ids).text("prompt's")
+                out.write(f"# across tokenizers: {seen}\n")
             out.write(event.prompt)
         elif isinstance(event, Round):
             out.write(_round_text(event, color))
@@ -187,6 +201,12 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str]) ->
                     out.write("# by drafter: " + ", ".join(
                         f"{d.drafter} α {d.accepted / d.tested if d.tested else 0:.3f} "
                         f"({d.accepted}/{d.tested})" for d in s.by_drafter) + "\n")
+                if vocab is not None:
+                    report = vocab.report(event.generated_ids)
+                    out.write(f"# across tokenizers: {report.outside} of the last "
+                              f"{report.counted} generated tokens "
+                              f"({100 * report.outside_share:.1f}%) lie outside the shared "
+                              f"vocabulary\n")
             if not s.exact:
                 out.write("# NOT EXACT: lenience < 1 kept drafts the target would have "
                           "rejected; this text does not follow the target's distribution\n")
@@ -321,12 +341,14 @@ class _Cli:
             return self.fail("--race runs the target alone itself, after the speculative run: "
                              "drop --baseline.", "input")
         mode = "race" if args.race else "baseline" if args.baseline else "speculative"
+        if args.pair in CROSS_TOKENIZER_PRESETS and not getattr(args, "drafter_given", False):
+            args.drafter = CROSS_TOKENIZER_DRAFTER  # the one drafter such a pair can use
         try:  # before torch is imported (seconds): a bad setting or prompt fails at once
             request = Request(_read_prompt(args), _settings(args), mode, args.chat)
             check(request)
         except InputError as exc:
             return self.fail(str(exc), exc.kind)
-        draft, target = PRESETS[args.pair] if args.pair else (args.draft, args.target)
+        draft, target = ALL_PRESETS[args.pair] if args.pair else (args.draft, args.target)
         target = target or BUNDLED_TARGET
         no_draft = not needs_draft_model(request)  # the target alone, or lookup (registry)
         if not no_draft:
@@ -343,7 +365,8 @@ class _Cli:
         _quiet_transformers()
         try:
             pair = load_pair(found_draft, found_target, args.device, args.dtype,
-                             progress=progress, device_map=args.device_map)
+                             progress=progress, device_map=args.device_map,
+                             cross_tokenizer=cross_tokenizer(request))
         except SpecvizError as exc:
             return self.fail(str(exc), exc.kind)
         seen: list[Event] = []  # a race's events, for its verdict at the end
@@ -361,7 +384,7 @@ class _Cli:
                         status = 1
             else:
                 color = self.out.isatty() and "NO_COLOR" not in os.environ
-                status = _render(events, self.out, color, sys.stderr)
+                status = _render(events, self.out, color, sys.stderr, pair.shared_vocab)
         finally:
             self.interrupt.running = False
         if self.interrupt.stop.is_set():
@@ -386,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run once; failures are one line (and a JSON error event), never a traceback."""
     raw = sys.argv[1:] if argv is None else argv
     args = build_parser(json_out="--json" in raw).parse_args(raw)
+    # Whether --drafter was given: a preset across tokenizers picks its drafter otherwise.
+    args.drafter_given = any(a == "--drafter" or a.startswith("--drafter=") for a in raw)
     cli = _Cli(args)
     handler: Any = None
     if threading.current_thread() is threading.main_thread():

@@ -452,6 +452,11 @@ class SpeculativeDecoder:
             free = [e.name for e in self.factory.drafters.values() if not e.needs_draft_model]
             raise InputError(f"The {settings.drafter} drafter needs a draft model; this pair has "
                              f"none (the {' or '.join(free)} drafter needs none).")
+        if pair.cross_tokenizer and entry.needs_draft_model and not entry.cross_tokenizer:
+            across = [e.name for e in self.factory.drafters.values() if e.cross_tokenizer]
+            raise InputError(f"This pair's draft has a tokenizer of its own: the "
+                             f"{settings.drafter} drafter cannot use it (the "
+                             f"{' or '.join(across)} drafter can).")
         self.pair = pair
         self.settings = settings
 

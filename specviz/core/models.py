@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # torch is imported where it is used: PRESETS and availabilit
     import torch
 
     from .cpu_linear import LinearChoice
+    from .cross_tokenizer import SharedVocab
 
 Progress = Callable[[str], None]
 
@@ -90,7 +91,8 @@ class LoadedModel:
 
 @dataclass
 class ModelPair:
-    """A target (p) and an optional draft (q) sharing one tokenizer."""
+    """A target (p) and an optional draft (q): sharing one tokenizer, or (``draft_tokenizer``)
+    each with its own, for the cross-tokenizer drafter (core/cross_tokenizer.py)."""
 
     target: Any
     tokenizer: Any
@@ -103,10 +105,30 @@ class ModelPair:
     vocab_size: int = field(default=0)
     # The draft draws at temperature T × draft_temperature_scale (its calibration; 1: none).
     draft_temperature_scale: float = 1.0
+    # The draft's own tokenizer where it differs from the target's (None: it reads the
+    # target's), and the strings the two vocabularies share (built from both when not given).
+    draft_tokenizer: Any | None = None
+    shared_vocab: SharedVocab | None = None
 
     def __post_init__(self) -> None:
-        if not self.vocab_size:
-            self.vocab_size = shared_vocab_size(self.target, self.draft, self.draft_vocab_map)
+        if self.draft_tokenizer is self.tokenizer or self.draft is None:
+            self.draft_tokenizer = None
+        cross = self.draft_tokenizer is not None
+        if not self.vocab_size:  # across tokenizers: the target's ids alone are verified
+            self.vocab_size = shared_vocab_size(self.target, None if cross else self.draft,
+                                                self.draft_vocab_map)
+        if cross and self.shared_vocab is None:
+            from .cross_tokenizer import SharedVocab
+
+            self.shared_vocab = SharedVocab.build(self.tokenizer, self.draft_tokenizer,
+                                                  self.vocab_size, _embedding_rows(self.draft))
+        if not cross:
+            self.shared_vocab = None
+
+    @property
+    def cross_tokenizer(self) -> bool:
+        """The draft reads and proposes with a tokenizer of its own."""
+        return self.draft_tokenizer is not None
 
     @property
     def device(self) -> torch.device:
@@ -733,25 +755,44 @@ def _tokenizer_fingerprint(tokenizer: Any) -> tuple[int, list[tuple[str, int]]]:
     return len(vocab), sorted(vocab.items())
 
 
-def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> None:
-    """Refuse pairs whose tokenizers map text to different ids."""
+def check_tokenizers(target: LoadedModel, draft: LoadedModel, cross_tokenizer: bool = False
+                     ) -> SharedVocab | None:
+    """Refuse pairs whose tokenizers map text to different ids, unless ``cross_tokenizer`` (the
+    cross-tokenizer drafter is chosen): then such a pair's shared vocabulary, refused only if
+    it is empty. None: one tokenizer (the models share every id)."""
     t_tok, d_tok = target.tokenizer, draft.tokenizer
     if t_tok is d_tok:
-        return
+        return None
     t_vocab, d_vocab = t_tok.get_vocab(), d_tok.get_vocab()
+    probe = "Hello, world! 你好 🙂\n  x = 1"
+    if t_vocab == d_vocab and t_tok.encode(probe) == d_tok.encode(probe):
+        return None
+    if cross_tokenizer:
+        from .cross_tokenizer import SharedVocab
+
+        def rows(loaded: LoadedModel) -> int:
+            return _embedding_rows(loaded.model) if loaded.model is not None \
+                else len(loaded.tokenizer)
+
+        shared = SharedVocab.build(t_tok, d_tok, rows(target), rows(draft))
+        if shared.size == 0:
+            raise TokenizerMismatchError(
+                f"Draft {draft.name!r} and target {target.name!r} have no token string in "
+                f"common: the draft could never propose a token the target knows. Pick "
+                f"another draft.")
+        return shared
     if t_vocab != d_vocab:
         common = len(set(t_vocab.items()) & set(d_vocab.items()))
         raise TokenizerMismatchError(
             f"Draft {draft.name!r} and target {target.name!r} use different tokenizers "
             f"({len(d_vocab)} vs {len(t_vocab)} tokens, {common} identical): speculative "
-            f"decoding needs one shared vocabulary. Pick a draft from the target's family."
+            f"decoding needs one shared vocabulary. Pick a draft from the target's family, "
+            f"or draft with the cross-tokenizer drafter (--drafter cross-tokenizer)."
         )
-    probe = "Hello, world! 你好 🙂\n  x = 1"
-    if t_tok.encode(probe) != d_tok.encode(probe):
-        raise TokenizerMismatchError(
-            f"Draft {draft.name!r} and target {target.name!r} share a vocabulary but tokenize "
-            f"text differently (special tokens or normalisation differ)."
-        )
+    raise TokenizerMismatchError(
+        f"Draft {draft.name!r} and target {target.name!r} share a vocabulary but tokenize "
+        f"text differently (special tokens or normalisation differ)."
+    )
 
 
 def load_pair(
@@ -763,11 +804,14 @@ def load_pair(
     *,
     device_map: str | dict[str, Any] | None = None,
     max_memory: dict[Any, Any] | None = None,
+    cross_tokenizer: bool = False,
 ) -> ModelPair:
     """Load target (and draft, unless None) and check they can speculate together.
 
     ``device_map`` / ``max_memory`` place the target with accelerate (see load_model); the draft
     then goes whole onto the target's first compute device, where the two are compared.
+    ``cross_tokenizer`` (the cross-tokenizer drafter is chosen) accepts a draft with another
+    tokenizer: the pair then carries it and the shared vocabulary (``pair.shared_vocab``).
     """
     # Both found first: a wrong draft name fails in seconds, not after the target has loaded.
     found_target = locate(target)
@@ -778,7 +822,11 @@ def load_pair(
         return ModelPair(target=t.model, tokenizer=t.tokenizer, target_name=t.name)
     draft_device = device if device_map is None else str(model_device(t.model))
     d = load_model(found_draft, draft_device, dtype, progress)
-    check_tokenizers(t, d)
+    shared = check_tokenizers(t, d, cross_tokenizer)
+    if shared is not None and d.vocab_map is not None:
+        raise ModelLoadError(
+            f"Draft {d.name!r} has a reduced vocabulary ({VOCAB_MAP_FILE}) made for a target of "
+            f"its own tokenizer; across tokenizers it needs its full vocabulary.")
     check_vocab_map(t, d)
     _say(progress, "Models ready.")
     return ModelPair(
@@ -790,4 +838,6 @@ def load_pair(
         draft_vocab_map=d.vocab_map,
         draft_oov_id=d.oov_id,
         draft_temperature_scale=d.temperature_scale,
+        draft_tokenizer=d.tokenizer if shared is not None else None,
+        shared_vocab=shared,
     )

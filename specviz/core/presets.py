@@ -25,6 +25,19 @@ PRESETS: dict[str, tuple[str, str]] = {
     "GPT-2 small → XL (hub)": ("openai-community/gpt2", "openai-community/gpt2-xl"),
 }
 DEFAULT_PAIR = next(iter(PRESETS))
+# Pairs whose draft has another tokenizer than its target: they run with the cross-tokenizer
+# drafter (core/cross_tokenizer.py), which the CLI picks for them. Every one downloads its
+# models from the hub (no second family's weights ship with specviz); Llama 3.2 is gated
+# (accept its licence on the hub and log in first). Not in the app's list yet.
+CROSS_TOKENIZER_PRESETS: dict[str, tuple[str, str]] = {
+    "SmolLM2 135M → Qwen2.5 0.5B, across tokenizers (hub)": (
+        "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "SmolLM2 135M → Qwen2.5 1.5B, across tokenizers (hub)": (
+        "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
+    "SmolLM2 135M → Llama 3.2 1B, across tokenizers (hub, gated)": (
+        "HuggingFaceTB/SmolLM2-135M-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+}
+CROSS_TOKENIZER_DRAFTER = "cross-tokenizer"  # the drafter those presets run with
 # The CLI's and the app's first prompt. The offline draft was distilled on filled-in prompt
 # templates; this is an unseen filling of one (specviz.distill.prompts.heldout_prompts), where it
 # keeps ~0.7 of its drafts. On free text it keeps ~0.4 and speculation on a CPU is slower

@@ -21,6 +21,9 @@ class Entry:
     help: str
     factory: str | Callable[..., Any]  # "module:attribute", or the callable itself
     needs_draft_model: bool = False  # drafters only: refuses a pair without a draft model
+    # drafters only: drafts with a draft whose tokenizer differs from the target's (the pair
+    # is loaded accepting one: models.load_pair(cross_tokenizer=True))
+    cross_tokenizer: bool = False
 
     def load(self) -> Callable[..., Any]:
         """The factory itself (imported on first use when given as a path)."""
@@ -74,6 +77,11 @@ register_drafter(Entry("model-tree", "the draft model drafts a tree of up to K n
                        "branching where it is unsure, verified in one pass",
                        "specviz.core.tree_drafters:build_model_tree_drafter",
                        needs_draft_model=True))
+register_drafter(Entry("cross-tokenizer", "a draft model with its own tokenizer: it reads "
+                       "the text re-tokenised its way and proposes only tokens the target's "
+                       "vocabulary also has (exact)",
+                       "specviz.core.cross_tokenizer:build_cross_tokenizer_drafter",
+                       needs_draft_model=True, cross_tokenizer=True))
 register_policy(Entry("fixed", "K drafts every round", "specviz.core.policy:FixedPolicy"))
 register_policy(Entry("heuristic", "start at K; +2 after a fully kept round, −1 otherwise "
                       "(transformers)", "specviz.core.policy:HeuristicPolicy"))

@@ -51,6 +51,15 @@ def needs_draft_model(request: Request) -> bool:
     return entry is None or entry.needs_draft_model
 
 
+def cross_tokenizer(request: Request) -> bool:
+    """Whether this request's drafter drafts with a tokenizer of its own (the pair is then
+    loaded accepting a draft whose tokenizer differs from the target's)."""
+    if not request.speculative:
+        return False
+    entry = registry.DRAFTERS.get(request.settings.drafter)
+    return entry is not None and entry.cross_tokenizer
+
+
 def check(request: Request, has_draft: bool | None = None, *, has_target: bool = True,
           allow_empty: bool = True) -> None:
     """Raise InputError (one line) for a request that cannot run; ``has_draft`` None = not
@@ -125,5 +134,5 @@ def run(pair: ModelPair, request: Request, stop: threading.Event | None = None, 
     yield from guarded(decoder.run(prompt, stop, rng=rng))
 
 
-__all__ = ["MODES", "Mode", "Request", "check", "check_prompt", "needs_draft_model", "prepare",
-           "run"]
+__all__ = ["MODES", "Mode", "Request", "check", "check_prompt", "cross_tokenizer",
+           "needs_draft_model", "prepare", "run"]
