@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from specviz.core import events as ev
 from specviz.core import recording
 from specviz.core.engine import SpeculativeDecoder
 from specviz.core.events import FORMAT_VERSION, Round, RunStarted, to_json
@@ -46,14 +47,17 @@ def test_tree_rounds_read_back_with_parents_and_residuals(tree_lines: list[str])
                    for d in rnd.drafted)
 
 
-def test_the_old_bound_on_parent_refused_every_tree(tree_lines: list[str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_old_bound_on_parent_refused_every_tree(tree_lines: list[str]) -> None:
     """Broken (the reader before format 3): every number a count >= 0, so parent -1 (a node
-    on the committed text) made each tree recording unreadable."""
+    on the committed text), which every tree recording holds, was refused."""
+    key = (ev.DraftPosition, "parent")
     old = mutant(recording._check_number, ("LOWER.get(key, 0)", "0"))  # noqa: SLF001
-    monkeypatch.setattr(recording, "_check_number", old)
-    with pytest.raises(RecordingError, match=r"parent must be at least 0, got -1"):
-        read(tree_lines)
+    parents = {d["parent"] for line in tree_lines if json.loads(line)["type"] == "round"
+               for d in json.loads(line)["drafted"]}
+    assert -1 in parents
+    with pytest.raises(recording._Invalid, match=r"parent must be at least 0, got -1"):  # noqa: SLF001
+        old(-1, "round.drafted[0].parent", key)
+    recording._check_number(-1, "round.drafted[0].parent", key)  # noqa: SLF001 - today's: fine
 
 
 def _tree_round(lines: list[str]) -> tuple[int, dict]:
