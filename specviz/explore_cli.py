@@ -394,6 +394,7 @@ def sweep_points(args: argparse.Namespace) -> list[Any]:
 def cmd_sweep(args: argparse.Namespace, stop: threading.Event) -> int:
     from .core import sweep as sw
 
+    t_start = time.perf_counter()
     points = sweep_points(args)
     if args.repeats < 1:
         raise InputError(f"--repeats must be at least 1, got {args.repeats}.")
@@ -421,11 +422,18 @@ def cmd_sweep(args: argparse.Namespace, stop: threading.Event) -> int:
     say(f"{len(points)} points × {len(prompts)} prompts × {args.repeats} repeats + the target "
         f"alone = {total} runs" + (" at most" if args.settle is not None else "")
         + (f", {len(done)} already done" if done else ""))
+    t_loaded = time.perf_counter()
+    if total > len(done) and prompts:
+        say("warm-up (untimed)")
+        sw.warm_up_sweep(pair, points, prompts[0], stop)
     t0 = time.perf_counter()
     ran = 0
+    inside = 0.0  # the runs' own clocks
     for sample in sw.run_sweep(pair, points, prompts, args.repeats, stop,
-                               done={s.key for s in done}, settle=args.settle, earlier=done):
+                               done={s.key for s in done}, warm_up=False, settle=args.settle,
+                               earlier=done):
         samples.append(sample)
+        inside += sample.run.wall_s
         ran += 1
         total = sw.planned_runs(len(points), samples, args.repeats, len(prompts), args.settle)
         left = total - len(samples)
@@ -437,6 +445,10 @@ def cmd_sweep(args: argparse.Namespace, stop: threading.Event) -> int:
     print(sw.table(result))
     print(f"# target step {1000 * result.step_s:.1f} ms; {result.samples}/{result.planned} runs"
           + ("" if result.complete else " (stopped: partial, --resume with the --json file)"))
+    end = time.perf_counter()
+    print(f"# {end - t_start:.0f} s in all: loading {t_loaded - t_start:.1f} s, warm-up "
+          f"{t0 - t_loaded:.1f} s, {ran} runs {end - t0:.1f} s (inside their clocks "
+          f"{inside:.1f} s)")
     write_outputs(result, args)
     return 0
 

@@ -99,15 +99,17 @@ def test_a_sweep_writes_csv_json_and_png_and_resumes(
     csv, js, png = tmp_path / "s.csv", tmp_path / "s.json", tmp_path / "s.png"
     assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--csv", str(csv), "--json",
                  str(js), "--png", str(png), *models(tiny_models)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "K 1" in out and "K 2" in out and "← best" in out
+    assert "warm-up (untimed)" in err and "s in all: loading" in out and "3 runs" in out
     assert csv.read_text().splitlines()[0].startswith("label,k,runs,alpha")
     assert json.loads(js.read_text())["samples"] == 3
     assert Image.open(png).size == (960, 600)
     # Resuming a finished sweep runs nothing more and gives the same table.
     assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--resume", str(js),
                  *models(tiny_models)]) == 0
-    assert "3/3 runs" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "3/3 runs" in out and "warm-up" not in err  # nothing left to run: no warm-up
     # Resumed with 3 repeats and a spread nothing exceeds: repeat 2 settles every point after
     # repeat 1 (3 more runs), so the sweep is complete at 6 runs, not 9.
     assert main(["sweep", "--k", "1,2", "--prompt", "the cat", "--resume", str(js),
