@@ -8,6 +8,9 @@ from collections.abc import Iterator
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download
+# engine.warm_widths runs 17 pass widths per new model before a run's clock: for the tiny
+# models of hundreds of tests only time; tests/core/test_warm.py turns it on.
+os.environ.setdefault("SPECVIZ_WARM", "0")
 
 import pytest  # noqa: E402 - after the environment above
 import torch  # noqa: E402

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 Verifier = Callable[..., Verdict]
 # A pair -> the target's pass costs, width -> seconds (engine.calibrate, once per pair)
 Calibration = Callable[["ModelPair"], dict[int, float]]
+# (pair, widest, draft) -> None: every pass width 1 ... widest run once, before a run's clock
+# (engine.warm_widths: a fresh process's first calls at each width stay out of it)
+Warmer = Callable[["ModelPair", int, bool], None]
 
 
 class TargetRunner(Protocol):
@@ -89,6 +92,8 @@ class Factory:
     random: Callable[[int], Random] = TorchRandom  # seed -> source, when run() gets no rng
     # The target's pass costs for a policy that wants them; None: engine.calibrate.
     calibrate: Calibration | None = None
+    # Each width the run's passes may take, run once before its clock; None: engine.warm_widths.
+    warm: Warmer | None = None
     # name -> entry (registry.py): a drafter's factory is (pair, settings, tools) -> (drafter,
     # its name in the events); a policy's is (k) -> the policy
     drafters: Mapping[str, Entry] = field(default_factory=lambda: DRAFTERS)  # the registry's
