@@ -108,6 +108,17 @@ def test_the_kept_path_is_drawn_through_accepted_nodes_only(qtbot, make) -> None
         assert first.startswith({"accepted": "✓", "rejected": "✗"}.get(d.status, "“"))
 
 
+def test_a_round_trimmed_before_its_extra_token_draws_and_stages(qtbot) -> None:  # noqa: ANN001
+    """EOS or the budget can end a round on its path: no extra token, no box for it."""
+    rnd = dataclasses.replace(tree_round_bonus(), extra=None)
+    tree = TreeView()
+    qtbot.addWidget(tree)
+    tree.show_round(rnd)
+    assert EXTRA not in tree.canvas.boxes and drawn_path_problems(tree) == []
+    assert [p.name for p in phases(rnd)] == ["draft", "score", "test", "test", "test",
+                                             "discard"]
+
+
 def test_a_path_through_a_rejected_node_is_caught(qtbot, monkeypatch) -> None:  # noqa: ANN001
     """Broken: the path takes the first tested child at each context, kept or not."""
     broken = mutant(kept_path, ('d.status == "accepted"', 'd.status != "discarded"'))

@@ -1,5 +1,6 @@
 """A tree round drawn as a tree: each node's token, q and p; the kept path; the siblings tested
-in turn, each rejection's residual; the discarded branches greyed.
+in turn, each rejection's residual; the discarded branches greyed (folded below their first
+node).
 
 p = target, q = draft. Everything comes from the Round event: ``DraftPosition.parent`` links
 the nodes (-1: the committed text), the statuses say the path (the accepted nodes), and after
@@ -220,7 +221,8 @@ class Reveal:
 
 
 class TreeCanvas(QWidget):
-    """The tree, painted: boxes with token / p · q / the test; edges, the kept path thick."""
+    """The tree, painted: a box per node (its token and verdict; p and q), edges between
+    them, the kept path thick; a discarded branch folded into its first node (+n)."""
 
     GAP_X = 30  # px between columns (the edges run here), at zoom 1
     GAP_Y = 8  # px between rows
