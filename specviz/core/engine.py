@@ -281,14 +281,19 @@ def _kept_or_measured(target: CachedModel, token: int, measure: MeasureCosts,
     return measured, key, parts, False
 
 
-def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
-    """The target on the engine's path (fast_llama.serves_target) after a ``context``-token
-    prefix, and the last token of it. On the fixed path (CUDA) every step width 1 + K is
-    captured here, the draft's few too: their graphs go to the next run (a spare state), so
-    no run's clock pays a capture."""
-    from .fast_llama import FIXED_WIDTHS, FastLlama, graphs_wanted, serves_target, unsupported
+def _target_runner(pair: ModelPair, runner: type[CachedModel] = CachedModel) -> CachedModel:
+    """The target on the engine's path (fast_llama.serves_target), nothing fed yet."""
+    from .fast_llama import serves_target
 
-    target = CachedModel(pair.target, pair.vocab_size, fast=serves_target(pair.target))
+    return runner(pair.target, pair.vocab_size, fast=serves_target(pair.target))
+
+
+def _prime(pair: ModelPair, target: CachedModel, context: int) -> int:
+    """Feed ``target`` a ``context``-token prefix; the last token of it. On the fixed path
+    (CUDA) every step width 1 + K is captured here, the draft's few too: their graphs go to the
+    next run (a spare state), so no run's clock pays a capture."""
+    from .fast_llama import FIXED_WIDTHS, FastLlama, graphs_wanted, unsupported
+
     if target.fast is not None:
         target.fast.warm(range(1, FIXED_WIDTHS + 1))
     draft = pair.draft
@@ -297,7 +302,14 @@ def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
         FastLlama(pair.draft).warm(range(1, 4))  # a draft feeds 1 token, 2-3 after a rollback
     ids = [i % pair.vocab_size for i in range(context)]
     target.feed(ids, keep=1)
-    return target, ids[-1]
+    return ids[-1]
+
+
+def _primed(pair: ModelPair, context: int) -> tuple[CachedModel, int]:
+    """The target on the engine's path after a ``context``-token prefix (:func:`_prime`), and
+    the last token of it."""
+    target = _target_runner(pair)
+    return target, _prime(pair, target, context)
 
 
 # The widest pass each model has run in this process (warm_widths runs each width once).
@@ -337,8 +349,8 @@ def warm_widths(pair: ModelPair, widest: int, draft: bool, context: int = 32, *,
 
 
 def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False, *,
-              measure: MeasureCosts = measure_costs, machine: MachineParts | None = None
-              ) -> dict[int, float]:
+              measure: MeasureCosts = measure_costs, machine: MachineParts | None = None,
+              runner: type[CachedModel] = CachedModel) -> dict[int, float]:
     """:func:`verify_costs` for ``pair``'s target now, after a ``context``-token prefix, so
     that the first run with the cost policy does not pay for it inside its own clock (the app
     calls this while loading; a race's first speculative run lost ~1 s to it otherwise).
@@ -349,7 +361,11 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False, *,
     then times the passes again and blends the result into the kept figures and this
     process's (:func:`calibration.blend`: bounded, so a busy moment cannot wreck them). Join
     it with :func:`wait_for_refresh`. ``measure`` times the passes and ``machine`` names this
-    machine in the store's key (the real ones by default; the tests pass a fixed curve).
+    machine in the store's key (the real ones by default; the tests pass a fixed curve);
+    ``runner`` is the target's model class (CachedModel).
+
+    With figures kept and no graphs to capture, the target runs no pass here: the key needs
+    its path, not a prefix (a launch saves a 32-token pass).
     """
     from . import calibration
 
@@ -357,12 +373,17 @@ def calibrate(pair: ModelPair, context: int = 32, refresh: bool = False, *,
     if known is not None:
         return known
     with torch.inference_mode():
-        target, token = _primed(pair, context)
-        kept, key, parts, was_kept = _kept_or_measured(target, token, measure, machine)
-        if not was_kept:  # just timed: nothing to re-measure
+        target = _target_runner(pair, runner)
+        key, parts = calibration_key(target, machine)
+        kept = calibration.load(key, CALIBRATION_WIDTHS)
+        graphs = target.fast is not None and target.fast.graphs
+        token = _prime(pair, target, context) if kept is None or graphs else 0
+        if kept is None:  # timed now and kept: nothing to re-measure
+            kept = measure(target, token)
+            calibration.save(key, kept, parts)
             _VERIFY_COSTS[pair.target] = kept
             return kept
-        if refresh and target.fast is not None and target.fast.graphs:
+        if refresh and graphs:
             # On graphs a sweep takes milliseconds, and a capture beside another thread's
             # kernels would fail: re-measured here, not behind.
             kept = calibration.blend(kept, measure(target, token))

@@ -159,3 +159,27 @@ def test_broken_blends_are_caught(name: str) -> None:
     broken = mutant(calibration.blend, *BROKEN_BLENDS[name])
     with pytest.raises(AssertionError):
         blend_is_bounded(broken)
+
+
+def feeding() -> tuple[type[CachedModel], list[int]]:
+    """A target model class (calibrate's ``runner``) that lists the width of each pass fed."""
+    fed: list[int] = []
+
+    class Feeding(CachedModel):
+        def feed(self, ids: list[int], keep: int, local: bool = False) -> torch.Tensor:
+            fed.append(len(ids))
+            return super().feed(ids, keep, local)
+
+    return Feeding, fed
+
+
+def test_a_launch_with_figures_kept_runs_no_target_pass() -> None:
+    """The store's key needs the target's path, not a primed prefix: a second launch reads the
+    kept figures without a pass (the first one primes and times)."""
+    runner, fed = feeding()
+    engine.calibrate(fresh_pair(), measure=Timing(1.0), runner=runner)
+    assert fed == [32]  # the prefix the timing starts from
+    fed.clear()
+    assert engine.calibrate(fresh_pair(), refresh=False, measure=Timing(2.0),
+                            runner=runner) == costs(1.0)
+    assert fed == []
