@@ -155,12 +155,15 @@ def _closed(text: str) -> str:
 def _last_cut(text: str, start: int) -> int:
     """The last position after ``start`` where the draft's tokenization of the text may be cut
     without changing it (-1: none): before a space that precedes a non-space character, or
-    after a line break before one. Byte-level BPE pre-tokenizers (GPT-2's, Llama 3's, Qwen's)
-    start a new piece there whatever follows, so the text before it encodes the same alone."""
-    for c in range(len(text) - 2, start, -1):
+    before a non-space character after a single line break that follows one. Byte-level BPE
+    pre-tokenizers (GPT-2's, Llama 3's, Qwen's) start a new piece there whatever follows, and
+    the whitespace before it ends a piece alone as it does in the whole text (a run of line
+    breaks does not: "\n\n" at the end of a text is one piece, before "#" two)."""
+    for c in range(len(text) - 2, max(start, 1), -1):
         if text[c + 1].isspace():
             continue
-        if text[c] == " " or (text[c - 1] == "\n" and not text[c].isspace()):
+        if text[c] == " " or (text[c - 1] == "\n" and not text[c].isspace()
+                              and not text[c - 2].isspace()):
             return c
     return -1
 

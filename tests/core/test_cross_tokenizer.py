@@ -46,14 +46,14 @@ from tests.tiny import tiny_llama
 # A few paragraphs: the target learns its merges from the first two, the draft from the last
 # two, so " cat" and " mat" are whole words to the target only, " draft" to the draft only.
 PARAGRAPHS = [
-    "the cat sat on the mat and the dog ran to the red sun. a big dog sat in the sun, and "
-    "the cat ran on and on. the sun is red; the mat is big.",
+    "the cat sat on the mat.\n\n  the dog ran to the red sun.\n\n  a big dog sat in the "
+    "sun, and the cat ran on and on.\n\n  the sun is red;\n\n  the mat is big.\n\n## end",
     "the target model keeps its own distribution: a draft it would not write is rejected, "
     "and the token it writes instead comes from the residual. 目标模型保持自己的分布。",
     "speculative decoding drafts tokens with a small model and the big model checks them all "
     "at once. 推测解码先起草，再验证。 emoji 🙂🚀 café",
-    "the draft reads the text its own way: tokens it cannot share with the target are never "
-    "proposed, so the cat and the dog still sat in the sun.",
+    "the draft reads the text its own way:\n\n  tokens it cannot share with the target are "
+    "never proposed,\n\n  so the cat and the dog\n\n  still sat in the sun.",
 ]
 
 
@@ -180,7 +180,7 @@ def test_check_tokenizers_accepts_another_tokenizer_only_for_the_cross_drafter()
 # ---------------------------------------------------------------------------------------------
 # The draft's own tokenization, kept incrementally, against re-encoding the whole text.
 
-STREAM = " ".join(PARAGRAPHS) + "\n\nthe cat  sat\n on 🙂🙂 the  mat. 推测解码"
+STREAM = " ".join(PARAGRAPHS) + "\n\nthe cat  sat\n on 🙂🙂 the  mat.\n## a\n\n\n## b 推测解码"
 
 
 def retokenisation_errors(cls: type[xt.DraftText] = xt.DraftText, trials: int = 12) -> list[str]:
@@ -220,6 +220,19 @@ def test_retokenisation_check_catches_a_cut_inside_a_word() -> None:
     """Broken: the kept text is cut before the last character, wherever that falls."""
     broken = mutant(xt.DraftText, ("cut = _last_cut(self.text, self.stable_end)",
                                    "cut = len(self.text) - 1"))
+    assert retokenisation_errors(broken)
+
+
+def test_retokenisation_check_catches_a_cut_after_a_run_of_line_breaks() -> None:
+    """Broken: the kept text may end in "\\n\\n" (cut before "##"): alone it encodes as one
+    piece, "ĊĊ", where the whole text has "Ċ", "Ċ" (the run is split before a non-space)."""
+    assert "ĊĊ" in draft_tokenizer().get_vocab()
+    broken = mutant(xt.DraftText, (
+        "cut = _last_cut(self.text, self.stable_end)",
+        "cut = next((c for c in range(len(self.text) - 2, self.stable_end, -1)\n"
+        "                    if not self.text[c + 1].isspace() and (self.text[c] == ' ' or (\n"
+        "                        self.text[c - 1] == '\\n' and not self.text[c].isspace()))),"
+        " -1)"))
     assert retokenisation_errors(broken)
 
 
