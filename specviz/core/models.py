@@ -813,12 +813,16 @@ def load_pair(
     ``cross_tokenizer`` (the cross-tokenizer drafter is chosen) accepts a draft with another
     tokenizer: the pair then carries it and the shared vocabulary (``pair.shared_vocab``).
     """
+    from .threads import Window
+
+    window = Window.start()  # torch's threads fitted to what other processes leave free
     # Both found first: a wrong draft name fails in seconds, not after the target has loaded.
     found_target = locate(target)
     found_draft = locate(draft) if draft is not None else None
     t = load_model(found_target, device, dtype, progress, device_map=device_map,
                    max_memory=max_memory)
     if found_draft is None:
+        window.fit()
         return ModelPair(target=t.model, tokenizer=t.tokenizer, target_name=t.name)
     draft_device = device if device_map is None else str(model_device(t.model))
     d = load_model(found_draft, draft_device, dtype, progress)
@@ -828,6 +832,7 @@ def load_pair(
             f"Draft {d.name!r} has a reduced vocabulary ({VOCAB_MAP_FILE}) made for a target of "
             f"its own tokenizer; across tokenizers it needs its full vocabulary.")
     check_vocab_map(t, d)
+    window.fit()
     _say(progress, "Models ready.")
     return ModelPair(
         target=t.model,
