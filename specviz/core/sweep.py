@@ -131,20 +131,14 @@ WARM_TOKENS = 4  # new tokens of each warm-up run
 MIN_REPEATS = 2  # a point's spread needs this many repeats on every prompt
 
 
-def _widest(s: Settings) -> int:
-    """The widest verify pass a point's rounds take: 1 + its most drafts."""
-    return 1 + max(s.k, s.lookup_k if s.drafter != "model" else 0)
-
-
 def warm_up_sweep(pair: Any, points: Sequence[Point], prompt: str,
-            stop: threading.Event | None = None, factory: Factory | None = None) -> None:
+                  stop: threading.Event | None = None, factory: Factory | None = None) -> None:
     """Untimed, before a sweep's first run: first forwards allocate, the cost policy calibrates.
 
     One short run of the target alone and one of the largest K of each group of points that
-    differ in K alone (they share their drafter and its passes), then one target pass of every
-    width 1 … 1 + K that the sweep's verify passes take, on the runs' own path: a short run
-    ends before its widest pass (its last round may draft only what the budget leaves), so a
-    warm-up run per K left the wide widths cold and cost a prompt pass each.
+    differ in K alone (they share their drafter and its passes), not one per point: each short
+    run costs a prompt pass of both models, and the engine runs every pass width a run may take
+    once per process before the first run's clock anyway (engine.warm_widths).
     """
     from .engine import AutoregressiveDecoder, SpeculativeDecoder, calibrate, guarded
 
@@ -159,19 +153,6 @@ def warm_up_sweep(pair: Any, points: Sequence[Point], prompt: str,
         short = replace(s, max_new_tokens=min(WARM_TOKENS, s.max_new_tokens))
         for _ in guarded(decoder(pair, short, factory=factory).run(prompt, stop)):
             pass
-    if stop is not None and stop.is_set():
-        return
-    import torch
-
-    from .parts import Factory
-
-    target = (factory or Factory()).target(pair)
-    prefix = [i % pair.vocab_size for i in range(8)]
-    with torch.inference_mode():
-        target.feed(prefix, keep=1)
-        for width in range(1, max(_widest(p.settings) for p in points) + 1):
-            target.feed([prefix[i % len(prefix)] for i in range(width)], keep=width)
-            target.crop(len(prefix))
     if any(p.settings.k_policy == "cost" for p in points):
         calibrate(pair)  # the cost policy's v(n), once per pair: outside every run's clock
 

@@ -176,18 +176,21 @@ class _Recorder(CachedModel):
         return super().feed(ids, keep, local)
 
 
-def test_the_warm_up_passes_every_verify_width_once_per_sweep(tiny_pair: ModelPair) -> None:
+def test_the_warm_up_is_one_short_run_per_group_and_warms_the_draft(
+        tiny_pair: ModelPair) -> None:
     _Recorder.feeds = []
+    warmed: list[tuple[int, bool]] = []
+    factory = Factory(model=_Recorder, warm=lambda pair, widest, draft: warmed.append(
+        (widest, draft)))
     points = k_points(replace(BASE, max_new_tokens=12), [1, 3, 8])
     prompt = "the cat sat on a mat"  # 6 ids: longer than any feed of a draft's round
-    warm_up_sweep(tiny_pair, points, prompt, factory=Factory(model=_Recorder))
-    widths = {n for model, n in _Recorder.feeds if model is tiny_pair.target}
-    # K 8 verifies 9 ids at once: every width 1 ... 9 has run before the first timed run (a
-    # 4-token run at K 8 drafts at most 3, so its own passes leave 5 ... 9 cold).
-    assert set(range(1, 10)) <= widths
+    warm_up_sweep(tiny_pair, points, prompt, factory=factory)
     # One short run of the draft (the largest K), not one per K: one prompt pass of the draft.
     draft_prompt_passes = [n for model, n in _Recorder.feeds if model is tiny_pair.draft and n >= 6]
     assert len(draft_prompt_passes) == 1
+    # The target alone's run and the draft's both reached the engine's warm-up of the widths
+    # (every width up to 1 + K 8, the draft's too) before any timed run.
+    assert (1, False) in warmed and any(w >= 9 and draft for w, draft in warmed)
 
 
 SWEEP = sys.modules["specviz.core.sweep"]
@@ -217,12 +220,13 @@ MUTANTS = {
         [("return max(max(r) / min(r) - 1.0 for r in ratios.values())",
           "return max(max(r) for r in ratios.values()) / min(min(r) for r in ratios.values())"
           " - 1.0")]),
-    "no pass per width (the short runs' own passes only)": (
-        lambda: test_the_warm_up_passes_every_verify_width_once_per_sweep(make_pair(sharpness=8.0)),
-        "warm_up_sweep", [("target.feed([prefix[i % len(prefix)] for i in range(width)], "
-                           "keep=width)", "pass")]),
+    "no speculative warm-up run (the draft stays cold)": (
+        lambda: test_the_warm_up_is_one_short_run_per_group_and_warms_the_draft(
+            make_pair(sharpness=8.0)),
+        "warm_up_sweep", [("runs += [(SpeculativeDecoder, s) for s in widest.values()]", "")]),
     "a warm-up run per K (as before)": (
-        lambda: test_the_warm_up_passes_every_verify_width_once_per_sweep(make_pair(sharpness=8.0)),
+        lambda: test_the_warm_up_is_one_short_run_per_group_and_warms_the_draft(
+            make_pair(sharpness=8.0)),
         "warm_up_sweep", [("group = _group(point.settings)", "group = (point.settings.k,)")]),
 }
 
