@@ -193,6 +193,8 @@ class DraftText:
         self.stable_end = 0
         self.tail_ids: list[int] = []  # the draft's ids of text[stable_end:]
         self.ids: list[int] = list(self.prefix)  # prefix + stable + tail
+        # How many leading ids the last sync left as the sync before it returned them.
+        self.unchanged = 0
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.target_tok.decode(list(ids), skip_special_tokens=False,
@@ -241,6 +243,7 @@ class DraftText:
         cut = _last_cut(self.text, self.stable_end)
         if cut < 0 and len(self.text) - self.stable_end > TAIL_LIMIT:
             cut = len(self.text) - TAIL_LIMIT // 2
+        self.unchanged = len(self.prefix) + len(self.stable_ids)
         if cut > self.stable_end:
             self.stable_ids += self._encode(self.text[self.stable_end:cut])
             self.stable_end = cut
@@ -290,11 +293,15 @@ class CrossTokenizerDrafter(DrafterBase):
                 go_on: GoOn | None = None) -> Proposal:
         """Up to K tokens from q over the shared vocabulary, as the target's ids."""
         ids = self.text.sync(context)
-        keep = _common_prefix(self.lm.ids, ids)
+        self._fed = len(ids)
+        if not ids:  # no text yet and no BOS of its own: the draft has nothing to read
+            return Proposal((), torch.zeros(0, self.vocab.target_size), "model")
+        # The cache holds the last sync's ids (and kept drafts): compare past what is unchanged.
+        start = min(self.text.unchanged, self.lm.length)
+        keep = start + _common_prefix(self.lm.ids[start:], ids[start:])
         if keep == len(ids):  # everything cached: run the last id again for its logits
             keep -= 1
         self.lm.crop(keep)
-        self._fed = len(ids)
         feed = ids[keep:]
         rows: list[torch.Tensor] = []
         tokens: list[int] = []

@@ -363,3 +363,35 @@ def test_the_case_is_not_trivial() -> None:
     run_rounds(pair, s, range(6), spying(UNMASKED_DRAFTER))
     lost = [float(row.sum()) for p in proposals for row in p.q_rows]
     assert min(lost) < 0.99, "the unmasked draft never put mass outside the shared vocabulary"
+
+
+def draft_context_errors(cls: type[xt.CrossTokenizerDrafter]) -> list[str]:
+    """Rounds where the draft's cache, when it drafts, does not hold its own tokenization of
+    the committed text (the draft would read other text than the target wrote: still exact,
+    but a wrong q). Checked against the draft's tokenizer on the decoded text."""
+    errors: list[str] = []
+
+    class Checked(cls):  # type: ignore[valid-type, misc]
+        def propose(self, context: Any, *a: Any, **kw: Any) -> Any:
+            proposal = super().propose(context, *a, **kw)
+            text = self.text.target_tok.decode(list(context)[1:],
+                                               clean_up_tokenization_spaces=False)
+            want = self.text.draft_tok(xt._closed(text))["input_ids"]
+            held = self.lm.ids[:len(want)]
+            if held != want or self.lm.length < len(want):
+                errors.append(f"{len(context)} ids: cache {held} != {want}")
+            return proposal
+
+    run_rounds(pair_for("real caches"), settings(3, 1.0, n=16), range(4), with_drafter(Checked))
+    return errors
+
+
+def test_the_draft_reads_its_own_tokenization_of_the_committed_text() -> None:
+    assert draft_context_errors(xt.CrossTokenizerDrafter) == []
+
+
+def test_draft_context_check_catches_a_cache_not_cropped_to_the_new_ids() -> None:
+    """Broken: the cache is kept up to its length, never compared with the re-encoded tail."""
+    broken = mutant(xt.CrossTokenizerDrafter, (
+        "start = min(self.text.unchanged, self.lm.length)", "start = self.lm.length"))
+    assert draft_context_errors(broken)
