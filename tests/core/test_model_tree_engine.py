@@ -8,8 +8,9 @@ law must be the target's. The trees reach depth 2 with two children at the root,
 round keeps the second root child and goes on below it.
 
 Broken variants (subclasses of the drafter, passed in through ``parts.Factory``), each
-caught: children drawn without replacement verified by the independent rule (the output law
-moves), and a draft cache cropped to the first nodes instead of the kept path, or left to
+caught: children drawn without replacement verified by the independent rule, and a node
+budget that keeps the best-scored children after drawing them (both move the output law; the
+real budget ranks slots by q before any child is drawn), and a draft cache cropped to the first nodes instead of the kept path, or left to
 ``update``'s crop as if the engine never named the path (the law stays exact, as it does for
 any q, but the draft's next q is no longer its q after the committed text: checked against
 plain forwards of the draft).
@@ -43,7 +44,7 @@ from tests.core.test_enumeration import (
     pair_for,
     settings,
 )
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 
 def tree_factory(cls: type[td.ModelTreeDrafter] = td.ModelTreeDrafter, **options: Any) -> Factory:
@@ -254,3 +255,25 @@ def test_the_cost_policy_drafts_a_tree_only_where_it_pays() -> None:
     good = [2, 3, 1, 2, 3, 2]  # 3.2 tokens a round
     on_cpu, on_gpu = (tree_policy(v, good).choose(plan, 64).k for v in (cpu, gpu))
     assert 1 <= on_cpu < on_gpu, (on_cpu, on_gpu)
+
+
+# Broken: every wanted slot drawn, then the level's best-scored drawn children kept within
+# the budget (how many children a context keeps, and which, now depends on what was drawn).
+DRAWN_THEN_RANKED = mutant(td.grow_tree, (
+    "for _, _, _, parent in sorted(slots)[:room]:", "for _, _, _, parent in slots:"), (
+    "        frontier = list(range(fed, len(tokens)))\n",
+    "        keep = sorted(sorted(range(fed, len(tokens)), key=lambda i: -scores[i + 1])[:room])\n"
+    "        tokens[fed:] = [tokens[i] for i in keep]\n"
+    "        parents[fed:] = [parents[i] for i in keep]\n"
+    "        scores[fed + 1:] = [scores[i + 1] for i in keep]\n"
+    "        frontier = list(range(fed, len(tokens)))\n"))
+
+
+class RankedAfterDrawing(td.ModelTreeDrafter):
+    propose = with_globals(td.ModelTreeDrafter.propose, grow_tree=DRAWN_THEN_RANKED)
+
+
+def test_a_budget_ranked_on_the_drawn_children_is_caught() -> None:
+    case, options = CASES["without replacement, always 2 children, T 0.7, top-k 3, 3 nodes"]
+    tv = distance(case, tree_factory(cls=RankedAfterDrawing, **options))
+    assert tv > 1e3 * TV_BOUND, f"a budget chosen after drawing went unnoticed: {tv:.2e}"
