@@ -10,10 +10,11 @@ round keeps the second root child and goes on below it.
 Broken variants (subclasses of the drafter, passed in through ``parts.Factory``), each
 caught: children drawn without replacement verified by the independent rule, and a node
 budget that keeps the best-scored children after drawing them (both move the output law; the
-real budget ranks slots by q before any child is drawn), and a draft cache cropped to the first nodes instead of the kept path, or left to
-``update``'s crop as if the engine never named the path (the law stays exact, as it does for
-any q, but the draft's next q is no longer its q after the committed text: checked against
-plain forwards of the draft).
+real budget ranks slots by q before any child is drawn); a draft cache cropped to the first
+nodes instead of the kept path, or left to ``update``'s crop as if the engine never named the
+path (the law stays exact, as it does for any q, but the draft's next q is no longer its q
+after the committed text: checked against plain forwards of the draft). And the cost policy
+drafts a tree only where its node count pays at the measured v(K + 1).
 """
 
 from __future__ import annotations
