@@ -197,20 +197,30 @@ class ModelDrafter(DrafterBase):
             # Over the draft's own ids where its map allows (CachedModel.local): the same q,
             # the same draws, a third of the work; widened to the target's ids once, below.
             logits = self.lm.feed(feed, keep=1, local=True)[0]  # (V,) or (V_draft,)
-            q = self.probs(logits).cpu()
+            q, sure = self._to_host(logits)
             j = int(q.argmax()) if self.greedy else rng.draw(q)
             x = self.lm.global_id(j)
             rows.append(q)
             tokens.append(x)
-            # Greedy q is one-hot: the softmax of the logits says how sure the draft was.
-            confidence.append(float(torch.softmax(logits.detach().float(), -1).max())
-                              if self.greedy else float(q[j]))
+            confidence.append(sure if sure is not None else float(q[j]))
             if go_on is not None and i + 1 < k and not go_on(i + 1, confidence[-1]):
                 break
             feed = [x]
         q_rows = (self.lm.widen(torch.stack(rows)) if rows
                   else torch.zeros(0, self.lm.vocab_size))
         return Proposal(tuple(tokens), q_rows, "model", tuple(confidence))
+
+    def _to_host(self, logits: torch.Tensor) -> tuple[torch.Tensor, float | None]:
+        """q on the host and, greedy, how sure the draft was (q is one-hot there: the softmax
+        of the logits says it), in one copy from the device (one sync per draft on a GPU)."""
+        q = self.probs(logits)  # (V,)
+        if not self.greedy:
+            return q.cpu(), None
+        sure = torch.softmax(logits.detach().float(), -1).max()  # ()
+        if sure.dtype != q.dtype:
+            return q.cpu(), float(sure)
+        both = torch.cat((q, sure[None])).cpu()  # (V + 1,)
+        return both[:-1], float(both[-1])
 
     def update(self, n_kept: int) -> None:
         # Keep the committed prefix; the extra token is fed with the next proposal.
