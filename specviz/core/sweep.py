@@ -138,10 +138,12 @@ def warm_up_sweep(pair: Any, points: Sequence[Point], prompt: str,
     One short run of the target alone and one of the largest K of each group of points that
     differ in K alone (they share their drafter and its passes), not one per point: each short
     run costs a prompt pass of both models, and the engine runs every pass width a run may take
-    once per process before the first run's clock anyway (engine.warm_widths).
+    once per process before the first run's clock anyway (engine.warm_widths, here up to the
+    sweep's widest pass: :func:`sweep_factory`).
     """
     from .engine import AutoregressiveDecoder, SpeculativeDecoder, calibrate, guarded
 
+    factory = sweep_factory(points, factory)  # idempotent: a cap of the cap is the cap
     widest: dict[tuple[Any, ...], Settings] = {}
     for point in points:
         group = _group(point.settings)
@@ -155,6 +157,31 @@ def warm_up_sweep(pair: Any, points: Sequence[Point], prompt: str,
             pass
     if any(p.settings.k_policy == "cost" for p in points):
         calibrate(pair)  # the cost policy's v(n), once per pair: outside every run's clock
+
+
+def widest_pass(s: Settings) -> int:
+    """The widest pass a point's runs take after the prompt (target and draft): 1 + K at a
+    fixed K of the draft model; another drafter or policy may draft up to K_LIMIT."""
+    from .options import K_LIMIT
+
+    return 1 + s.k if s.k_policy == "fixed" and s.drafter == "model" else 1 + K_LIMIT
+
+
+def sweep_factory(points: Sequence[Point], factory: Factory | None = None) -> Factory:
+    """``factory`` (the real parts by default) whose warm-up of pass widths before a run's
+    clock (engine.warm_widths: every width up to 1 + K_LIMIT) stops at the widest pass of any
+    point: a K 1-8 sweep needs 9 of the 17 widths, each run once through both models."""
+    from .engine import warm_widths
+    from .parts import Factory
+
+    base = factory or Factory()
+    inner = base.warm or warm_widths
+    need = max((widest_pass(p.settings) for p in points), default=1)
+
+    def warm(pair: Any, widest: int, draft: bool) -> None:
+        inner(pair, min(widest, need), draft)
+
+    return replace(base, warm=warm)
 
 
 def spread(samples: Sequence[Sample], point: int, before: int, n_prompts: int) -> float | None:
@@ -215,6 +242,7 @@ def run_sweep(pair: Any, points: Sequence[Point], prompts: Sequence[str], repeat
     beside the target alone."""
     from .engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
 
+    factory = sweep_factory(points, factory)
     if warm_up and prompts:
         warm_up_sweep(pair, points, prompts[0], stop, factory)
     measured = list(earlier)
@@ -416,5 +444,5 @@ def table(result: SweepResult) -> str:
 
 __all__ = ["BASELINE", "MIN_REPEATS", "Measured", "Point", "Sample", "SweepResult", "SweepRow",
            "geomean", "k_points", "measure", "planned_runs", "run_sweep", "samples_from_json",
-           "schedule", "settled", "spread", "summarize", "table", "to_csv", "to_json",
-           "warm_up_sweep"]
+           "schedule", "settled", "spread", "summarize", "sweep_factory", "table", "to_csv",
+           "to_json", "warm_up_sweep", "widest_pass"]

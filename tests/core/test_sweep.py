@@ -13,6 +13,7 @@ import torch
 from specviz.core.cached_model import CachedModel
 from specviz.core.events import Settings
 from specviz.core.models import ModelPair
+from specviz.core.options import K_LIMIT
 from specviz.core.parts import Factory
 from specviz.core.sweep import (
     BASELINE,
@@ -27,9 +28,11 @@ from specviz.core.sweep import (
     settled,
     spread,
     summarize,
+    sweep_factory,
     to_csv,
     to_json,
     warm_up_sweep,
+    widest_pass,
 )
 from tests.gui.scripted import speculative_events
 from tests.mutation import mutant
@@ -193,6 +196,21 @@ def test_the_warm_up_is_one_short_run_per_group_and_warms_the_draft(
     assert (1, False) in warmed and any(w >= 9 and draft for w, draft in warmed)
 
 
+def test_the_runs_warm_only_the_pass_widths_the_sweep_takes(tiny_pair: ModelPair) -> None:
+    warmed: list[tuple[int, bool]] = []
+    factory = Factory(warm=lambda pair, widest, draft: warmed.append((widest, draft)))
+    points = k_points(BASE, [1, 3])
+    # The engine asks for every width a run may take, 1 + K_LIMIT; K 3 verifies 4 ids at most.
+    sweep_factory(points, factory).warm(tiny_pair, 1 + K_LIMIT, True)  # type: ignore[misc]
+    assert warmed == [(4, True)]
+    warmed.clear()
+    list(run_sweep(tiny_pair, points, ["the cat"], factory=factory))
+    assert warmed and max(w for w, _ in warmed) == 4 and (4, True) in warmed
+    # A policy that may grow K, or another drafter, keeps every width.
+    assert widest_pass(replace(BASE, k=3, k_policy="heuristic")) == 1 + K_LIMIT
+    assert widest_pass(replace(BASE, k=3, drafter="lookup")) == 1 + K_LIMIT
+
+
 SWEEP = sys.modules["specviz.core.sweep"]
 MUTANTS = {
     "α of each point alone, not pooled over K": (
@@ -224,6 +242,9 @@ MUTANTS = {
         lambda: test_the_warm_up_is_one_short_run_per_group_and_warms_the_draft(
             make_pair(sharpness=8.0)),
         "warm_up_sweep", [("runs += [(SpeculativeDecoder, s) for s in widest.values()]", "")]),
+    "the warm-up of pass widths not capped at the sweep's widest": (
+        lambda: test_the_runs_warm_only_the_pass_widths_the_sweep_takes(make_pair(sharpness=8.0)),
+        "sweep_factory", [("inner(pair, min(widest, need), draft)", "inner(pair, widest, draft)")]),
     "a warm-up run per K (as before)": (
         lambda: test_the_warm_up_is_one_short_run_per_group_and_warms_the_draft(
             make_pair(sharpness=8.0)),
