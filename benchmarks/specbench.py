@@ -42,6 +42,7 @@ from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, load_pair  # n
 from specviz.core.promptset import (  # noqa: E402
     BASELINE_LABEL,
     CategoryRow,
+    PromptItem,
     PromptResult,
     compare,
     pick,
@@ -70,6 +71,19 @@ def run_hf(pair: ModelPair, prompt: str, max_new: int, lookup: int | None) -> Me
                     forward_s=0.0, generated_ids=gen)
 
 
+def round_robin(items: list[PromptItem]) -> list[PromptItem]:
+    """The first prompt of every category, then the second of every one, and so on: the table
+    written after each prompt (``--out``) then covers every category evenly when a long run is
+    stopped early."""
+    order = list(dict.fromkeys(item.category for item in items))
+    seen: dict[str, int] = {}
+    ranked = []
+    for item in items:
+        seen[item.category] = seen.get(item.category, 0) + 1
+        ranked.append((seen[item.category], order.index(item.category), item))
+    return [item for *_, item in sorted(ranked, key=lambda r: (r[0], r[1]))]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path, help="Spec-Bench's question.jsonl (or any prompt file)")
@@ -86,7 +100,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     cats = args.categories.split(",") if args.categories else None
-    items = pick(read_prompts(args.path), args.per_category, cats)
+    items = round_robin(pick(read_prompts(args.path), args.per_category, cats))
     # Every other option at its default (core/options.py: the CLI's and the API's).
     base = Settings(temperature=0.0, max_new_tokens=args.max_new_tokens, seed=0)
     configs = [(f"specviz {base.drafter} {base.k_policy}", base)]
