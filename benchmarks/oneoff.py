@@ -13,7 +13,8 @@ For each prompt, in an order rotated per prompt (so drifting load hits every row
 - warm: this process, with the pair loaded once and warmed, running the same requests through
   the API (``core.run.run``: the CLI's own path, chat template included);
 - with ``--compare-warm``, also one-off processes with ``SPECVIZ_WARM=0`` ("unwarmed": no pass
-  width run before the run's clock, ``engine.warm_widths``), as the CLI ran before it.
+  width run before the run's clock, ``engine.warm_widths``) and with ``SPECVIZ_WARM=all``
+  ("all widths": on the CPU the target's 17 widths too, not only the draft's).
 
 Per prompt set it prints each side's speedup (geometric mean over prompts of default tok/s ÷
 target-alone tok/s, the worst prompt beside it) and one-off ÷ warm (the goal: ≥ 0.9). With
@@ -166,7 +167,8 @@ def main() -> None:
     ap.add_argument("--no-oneoff", action="store_true", help="the warm side alone")
     ap.add_argument("--no-warm", action="store_true", help="the one-off side alone")
     ap.add_argument("--compare-warm", action="store_true",
-                    help="also one-off runs with SPECVIZ_WARM=0 (no width warmed before the clock)")
+                    help="also one-off runs with SPECVIZ_WARM=0 (no width warmed before the "
+                    "clock) and =all (the CPU target's widths too)")
     ap.add_argument("extra", nargs="*", help="specviz-cli arguments for both sides (after --)")
     args = ap.parse_args()
     busy = spinner() if args.busy else None
@@ -183,6 +185,7 @@ def run(args: argparse.Namespace, busy: bool) -> None:
     oneoffs = {} if args.no_oneoff else {"oneoff": {}}
     if args.compare_warm and not args.no_oneoff:
         oneoffs["unwarmed"] = {"SPECVIZ_WARM": "0"}
+        oneoffs["all widths"] = {"SPECVIZ_WARM": "all"}
     kinds = [*oneoffs, *([] if args.no_warm else ["warm"])]
     t_load = time.perf_counter()
     warm = Warm(args) if "warm" in kinds else None

@@ -318,23 +318,29 @@ _WARMED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 def warm_widths(pair: ModelPair, widest: int, draft: bool, context: int = 32, *,
                 runner: type[CachedModel] = CachedModel) -> None:
-    """Run a pass of every width 1 ... ``widest`` once per process through the target and, with
-    ``draft``, the draft model, each on the path a run takes, after a ``context``-token prefix.
+    """Run a pass of every width 1 ... ``widest`` once per process through the draft model
+    (with ``draft``) and, off the CPU, the target, each on the path a run takes, after a
+    ``context``-token prefix.
 
-    A fresh process's first pass at a new width pays one-off costs (a oneDNN primitive built
-    for the shape, the allocator growing); a run timed from its first round would count them,
-    so a one-off CLI run's speed, and any speedup taken from it, read lower than a warm
-    process's. Later calls return at once. ``SPECVIZ_WARM=0`` turns it off
-    (benchmarks/oneoff.py --compare-warm measures both).
+    A fresh process's first pass at a new width may pay one-off costs (a CUDA graph captured,
+    kernels loaded, a oneDNN primitive built for the shape); a run timed from its first round
+    would count them, so a one-off CLI run's speed, and any speedup taken from it, would read
+    lower than a warm process's. On the CPU the target's passes showed none (first ÷ later
+    pass at widths 2-17: median 1.04 on the bundled target, 1.9 on its draft) and 17 of them
+    cost a one-off run seconds, so there only the draft's (a few ms each) run unless
+    ``SPECVIZ_WARM=all``. Later calls return at once. ``SPECVIZ_WARM=0`` turns it all off
+    (benchmarks/oneoff.py --compare-warm measures the three).
     """
-    if os.environ.get("SPECVIZ_WARM") == "0":
+    mode = os.environ.get("SPECVIZ_WARM", "")
+    if mode == "0":
         return
     from .fast_llama import serves_target
 
     models: list[tuple[Any, CachedModel]] = []
     if _WARMED.get(pair.target, 0) < widest:
-        models.append((pair.target, runner(pair.target, pair.vocab_size,
-                                           fast=serves_target(pair.target))))
+        target = runner(pair.target, pair.vocab_size, fast=serves_target(pair.target))
+        if mode == "all" or target.device.type != "cpu":
+            models.append((pair.target, target))
     if draft and pair.draft is not None and _WARMED.get(pair.draft, 0) < widest:
         lm = runner(pair.draft, pair.vocab_size, pair.draft_vocab_map, pair.draft_oov_id,
                     fast=True)

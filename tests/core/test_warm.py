@@ -92,8 +92,18 @@ def recording(pair: ModelPair) -> tuple[type[CachedModel], list[tuple[str, int]]
     return Recording, seen
 
 
-def test_each_width_runs_once_per_model_and_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_the_cpu_only_the_draft_warms_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU target's first passes cost nothing extra: the default warms the draft alone."""
     monkeypatch.setenv("SPECVIZ_WARM", "1")
+    pair = tiny_pair()
+    runner, seen = recording(pair)
+    with torch.inference_mode():
+        warm_widths(pair, 3, draft=True, runner=runner)
+    assert seen == [("draft", n) for n in (1, 2, 3)]
+
+
+def test_each_width_runs_once_per_model_and_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECVIZ_WARM", "all")
     pair = tiny_pair()
     runner, seen = recording(pair)
     with torch.inference_mode():
@@ -128,7 +138,7 @@ def events_json(pair: ModelPair, factory_kw: dict[str, Any], drafter: str, polic
 def test_warming_leaves_the_run_byte_identical(monkeypatch: pytest.MonkeyPatch, drafter: str,
                                                policy: str, temperature: float) -> None:
     """The warm-up's passes run on models of its own: the run's events do not change."""
-    monkeypatch.setenv("SPECVIZ_WARM", "1")
+    monkeypatch.setenv("SPECVIZ_WARM", "all")
     pair = tiny_pair()
     cold = events_json(pair, {"warm": lambda *a: None}, drafter, policy, temperature)
     warmed = events_json(pair, {}, drafter, policy, temperature)  # warms now, first time
