@@ -170,7 +170,7 @@ def widest_pass(s: Settings) -> int:
 def sweep_factory(points: Sequence[Point], factory: Factory | None = None) -> Factory:
     """``factory`` (the real parts by default) whose warm-up of pass widths before a run's
     clock (engine.warm_widths: every width up to 1 + K_LIMIT) stops at the widest pass of any
-    point: a K 1-8 sweep needs 9 of the 17 widths, each run once through both models."""
+    point: a K 1-8 sweep needs 9 of the 17 widths (each run once per warmed model)."""
     from .engine import warm_widths
     from .parts import Factory
 
