@@ -23,8 +23,11 @@ target-alone tok/s, the worst prompt beside it) and one-off ÷ warm (the goal: �
 (the goal: the default ≥ 1.0× on every set); ``--no-oneoff`` then times the warm side alone.
 
 Both sides read the cost policy's calibration kept on this machine (core/calibration.py), as a
-user's second run would. Pause other work first: on a shared machine only the ratios mean
-anything, and only where both sides ran in the same minutes.
+user's second run would. Every process fits torch's threads to the cores others leave free
+while it loads (core/threads.py), so where the load moves, processes may differ in thread
+count: pin it with ``SPECVIZ_THREADS=N`` to compare like with like. Pause other work first: on
+a shared machine only the ratios mean anything, and only where both sides ran in the same
+minutes.
 """
 
 from __future__ import annotations
