@@ -7,6 +7,7 @@ import json
 import pytest
 
 from specviz.cli import _settings, build_parser, main
+from specviz.core.events import FORMAT_VERSION
 from specviz.core.options import DEFAULTS
 
 DEFAULT_DRAFTER, DEFAULT_K_POLICY = DEFAULTS["drafter"], DEFAULTS["k_policy"]
@@ -55,7 +56,7 @@ def test_lookup_runs_without_a_draft_and_lenience_says_not_exact(
               "--max-new-tokens", "12", "--temperature", "0"]
     assert main(["--json", "--drafter", "lookup", *common]) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert events[0]["pair"]["draft"] == "prompt lookup" and events[0]["format"] == 2
+    assert events[0]["pair"]["draft"] == "prompt lookup" and events[0]["format"] == FORMAT_VERSION
     assert all(d["drafter"] == "lookup" for e in events if e["type"] == "round"
                for d in e["drafted"])
     assert main(["--drafter", "lookup", "--lenience", "0.5", "--temperature", "1",
