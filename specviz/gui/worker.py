@@ -27,7 +27,8 @@ from specviz.core.events import Event, Round, RunFailed, RunFinished, Settings
 if TYPE_CHECKING:  # torch comes with it: imported on the load thread, not at start-up
     from specviz.core.models import ModelPair
 
-Loader = Callable[..., "ModelPair"]  # (draft, target, device, dtype, progress) -> ModelPair
+# (draft, target, device, dtype, progress=, cross_tokenizer=) -> ModelPair
+Loader = Callable[..., "ModelPair"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class PairSpec:
     target: str
     device: str = "auto"
     dtype: str = "auto"
+    # The chosen drafter drafts with the draft's own tokenizer (its registry entry says so):
+    # the pair loads accepting a draft whose tokenizer differs from the target's.
+    cross_tokenizer: bool = False
 
     def describe(self) -> str:
         return f"{self.draft} → {self.target}" if self.draft else f"{self.target} alone"
@@ -112,10 +116,29 @@ class RunJob:
 
 
 def _default_loader(draft: str | None, target: str, device: str = "auto", dtype: str = "auto",
-                    progress: Callable[[str], None] | None = None) -> ModelPair:
+                    progress: Callable[[str], None] | None = None,
+                    cross_tokenizer: bool = False) -> ModelPair:
     from specviz.core.models import load_pair
 
-    return load_pair(draft, target, device, dtype, progress=progress)
+    return load_pair(draft, target, device, dtype, progress=progress,
+                     cross_tokenizer=cross_tokenizer)
+
+
+def serves(have: PairSpec, want: PairSpec) -> bool:
+    """Whether a load of ``have`` gives a pair a run wanting ``want`` can use: the same models,
+    and the tokenizer flag the same or set on ``have`` (a load accepting another tokenizer
+    loads every pair one not accepting it does, and those with the draft's own tokenizer)."""
+    return have == want or (have.cross_tokenizer
+                            and dataclasses.replace(want, cross_tokenizer=True) == have)
+
+
+def vocab_line(pair: Any) -> str:
+    """How much of the target's vocabulary the draft shares, for a pair across tokenizers."""
+    vocab = pair.shared_vocab
+    if vocab is None:
+        return ""
+    return (f"; across tokenizers: {vocab.size:,} of the target's {vocab.target_size:,} "
+            f"tokens shared with the draft's {vocab.draft_size:,}")
 
 
 def failure(exc: BaseException, during: str) -> RunFailed:
@@ -401,14 +424,14 @@ class DecodeController(QObject):
         """Load a pair (always tries again, even one that just failed)."""
         if self.closing:
             return
-        if self.pair is not None and self.pair_spec == spec:
+        if self._loaded_serves(spec):
             self.loaded.emit(self._loaded_text)
             return
         self.stop()  # a run's pair is about to be replaced (a run waiting for one ends)
         self._start_load(spec)
 
     def _start_load(self, spec: PairSpec) -> None:
-        if self._wanted is not None and self._wanted.spec == spec:
+        if self._wanted is not None and serves(self._wanted.spec, spec):
             return  # already on its way
         self._token += 1
         if self.pair is not None:  # let the old pair go before the new one arrives
@@ -458,10 +481,11 @@ class DecodeController(QObject):
         result: object
         try:
             pair = self.loader(spec.draft, spec.target, spec.device, spec.dtype,
-                               progress=progress)
+                               progress=progress, cross_tokenizer=spec.cross_tokenizer)
             if self.measure_at_load:
                 self._measure(pair, progress)
-            result = (pair, f"{spec.describe()} on {pair.device} ({str(pair.dtype)[6:]})")
+            result = (pair, f"{spec.describe()} on {pair.device} ({str(pair.dtype)[6:]})"
+                            f"{vocab_line(pair)}")
         except LoadAbandoned:
             result = None
         except BaseException as exc:  # noqa: BLE001 - a load thread reports, never raises
@@ -532,7 +556,7 @@ class DecodeController(QObject):
         gc.freeze()
         self.loaded.emit(self._loaded_text)
         job, self._pending = self._pending, None
-        if job is not None and job.pair == task.spec and not self._stopped(job):
+        if job is not None and serves(task.spec, job.pair) and not self._stopped(job):
             self._dispatch(job)
         elif job is not None:
             self._end_undispatched(job)
@@ -563,8 +587,8 @@ class DecodeController(QObject):
         if self.closing:
             self._end_undispatched(job)
         elif self.pair is not None and self.pair_spec is not None and (
-                self.pair_spec == pair or (pair.draft is None and not baseline
-                                           and self._same_target(self.pair_spec, pair))):
+                self._loaded_serves(pair) or (pair.draft is None and not baseline
+                                              and self._same_target(self.pair_spec, pair))):
             # A lookup run (draft None) reuses a loaded pair's target; its draft stays unused.
             self._dispatch(job)
         elif self.failed_spec == pair and self.last_failure is not None and \
@@ -578,6 +602,16 @@ class DecodeController(QObject):
             self._pending = job
             self._start_load(pair)
         return job
+
+    def _loaded_serves(self, spec: PairSpec) -> bool:
+        """Whether the loaded pair serves ``spec``, whatever its tokenizer flag: loaded without
+        it, the pair has one tokenizer (the flag changes nothing); loaded with it, a drafter
+        that cannot read the draft's own tokenizer is refused by the engine, with a message
+        naming the one that can, and the pair stays loaded for the target alone, lookup and
+        the cross-tokenizer drafter."""
+        loaded = self.pair_spec
+        return self.pair is not None and loaded is not None and \
+            dataclasses.replace(loaded, cross_tokenizer=spec.cross_tokenizer) == spec
 
     @staticmethod
     def _same_target(loaded: PairSpec, wanted: PairSpec) -> bool:

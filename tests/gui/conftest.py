@@ -66,11 +66,12 @@ def make_controller() -> Iterator:
     """Build controllers with a given loader; shut every one down afterwards."""
     made: list[tuple[DecodeController, Collector]] = []
 
-    def make(loader) -> tuple[DecodeController, Collector]:
+    def make(loader, cls: type[DecodeController] = DecodeController
+             ) -> tuple[DecodeController, Collector]:
         # No timing at load (the main window's controller does it; see
         # test_the_worker_times_the_step_when_a_pair_loads): the target's passes here are the
         # runs' own, which some tests count.
-        controller = DecodeController(loader, measure_at_load=False)
+        controller = cls(loader, measure_at_load=False)
         collector = Collector()
         controller.yielded.connect(collector.on_event)
         controller.failed.connect(collector.on_failure)

@@ -36,7 +36,8 @@ class BlockingLoader:
         self.result = result
         self.wait_s = wait_s
 
-    def __call__(self, draft, target, device="auto", dtype="auto", progress=None):
+    def __call__(self, draft, target, device="auto", dtype="auto", progress=None,
+                 cross_tokenizer=False):
         self.calls += 1
         self.entered.set()
         self.release.wait(self.wait_s)

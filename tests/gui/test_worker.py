@@ -96,7 +96,7 @@ def test_new_run_reuses_the_pair_and_reloads_when_it_changes(qtbot, tiny_pair,
                                                              make_controller) -> None:
     calls: list[tuple] = []
 
-    def loader(draft, target, device, dtype, progress=None):
+    def loader(draft, target, device, dtype, progress=None, cross_tokenizer=False):
         calls.append((draft, target, device))
         progress("loading weights")
         return tiny_pair

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 from specviz.core.options import k_text as k_text  # re-exported: the views' headers
+
+if TYPE_CHECKING:  # torch comes with it: the views import neither at start-up
+    from specviz.core.cross_tokenizer import VocabReport
 
 TOOLTIP_CHARS = 2000
 _LONG_WORD = re.compile(r"\S{40,}")
@@ -20,6 +24,15 @@ def breakable(text: str, every: int = 30) -> str:
     return _LONG_WORD.sub(lambda m: "\u200b".join(m.group(0)[i:i + every]
                                                   for i in range(0, len(m.group(0)), every)),
                           text)
+
+
+def vocab_text(report: VocabReport) -> str:
+    """The header's word on a pair across tokenizers: "across tokenizers: 7 shared of 12;
+    25.0% of recent target tokens outside" (VocabReport.text() has it at length)."""
+    line = f"across tokenizers: {report.shared:,} shared of {report.target_size:,}"
+    if report.counted:
+        line += f"; {100 * report.outside_share:.1f}% of recent target tokens outside"
+    return line
 
 
 def capped(text: str, limit: int) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from html import escape
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent, QShowEvent
@@ -28,11 +29,14 @@ from specviz.gui.look.style import FATES, STREAM_KINDS, STREAM_POINT_SIZE, UI_PO
 from specviz.gui.look.themes import LIGHT, Theme, apply_palette
 from specviz.gui.views.bars import RoundBarsView
 from specviz.gui.views.glossary import legend_tooltip
-from specviz.gui.views.labels import TOOLTIP_CHARS, breakable, capped, k_text
+from specviz.gui.views.labels import TOOLTIP_CHARS, breakable, capped, k_text, vocab_text
 from specviz.gui.views.staging import StagePanel, Stager
 from specviz.gui.views.stats import AcceptanceView, SpeedView
 from specviz.gui.views.stream import TokenStreamView
 from specviz.gui.views.tree import TreeView, is_tree
+
+if TYPE_CHECKING:  # torch comes with it: imported on the load thread, not at start-up
+    from specviz.core.cross_tokenizer import SharedVocab, VocabReport
 
 BANNER_CHARS = 160  # two lines at 1366 px in the app font: the views keep their room
 FRAME_MS = 33  # ~30 fps: data arrives by signal, drawing happens only here
@@ -42,6 +46,7 @@ FRAME_FRAGMENTS = 160  # tokens (kept or struck) appended to the stream; the res
 FRAME_PANELS = 6  # p-vs-q panels drawn (K + 1 a round); at K = 16 a round takes three frames
 STATS_S = 0.1  # the acceptance plots and numbers redraw at most this often
 STREAM_COLUMNS = 24  # characters of text at least beside the plots (else they go under it)
+RECENT_TOKENS = 256  # the target tokens the share outside the shared vocabulary counts
 
 STOP_REASONS = {
     "eos": "the model ended its answer (EOS)",
@@ -112,6 +117,8 @@ class RunView(QWidget):
         self.show_template = False  # the chat template hidden: the user's words only
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
+        # The shared vocabulary of a pair across tokenizers: target -> (draft, its vocabulary).
+        self.shared_vocabs: dict[str, tuple[str, SharedVocab]] = {}
         self._dirty = False  # the plots and numbers are behind the record
         self._bars_selected = False  # whether the bars' round was drawn as a selected one
         # Rounds folded into the record that the stream has not drawn yet (a frame's share is
@@ -542,6 +549,36 @@ class RunView(QWidget):
         self.target_step_s[(target, device)] = seconds
         self._dirty = True
 
+    def set_shared_vocab(self, target: str, draft: str | None,
+                         vocab: SharedVocab | None) -> None:
+        """A loaded pair's shared vocabulary (None: one tokenizer), for the info line."""
+        if vocab is None or draft is None:
+            self.shared_vocabs.pop(target, None)
+        else:
+            self.shared_vocabs[target] = (draft, vocab)
+        self._dirty = True
+
+    def vocab_report(self) -> VocabReport | None:
+        """For a run across tokenizers: the shared vocabulary, measured on the run's recent
+        target tokens (the prompt's, then the generated ones)."""
+        rec = self.shown_record()
+        started = rec.started
+        if started is None or not rec.speculative or started.pair.draft is None:
+            return None
+        draft, vocab = self.shared_vocabs.get(started.pair.target, (None, None))
+        # The drafter names its draft "<name> (own tokenizer)": this run is that pair's.
+        if vocab is None or draft is None or not (started.pair.draft == draft or
+                                                   started.pair.draft.startswith(draft + " ")):
+            return None
+        ids: list[int] = []
+        for rnd in reversed(rec.rounds):  # the newest first, as far as the report counts
+            ids[:0] = rnd.appended_ids
+            if len(ids) >= RECENT_TOKENS:
+                break
+        if len(ids) < RECENT_TOKENS:
+            ids[:0] = started.prompt_ids
+        return vocab.report(ids, RECENT_TOKENS)
+
     def show_error(self, message: str, kind: str = "error") -> None:
         """A clear message above the views; what was generated stays on screen."""
         title = {"oom": "Out of memory", "load": "Could not load the models",
@@ -671,8 +708,12 @@ class RunView(QWidget):
                 kind += f" [{rec.rounds[-1].policy_reason}]"
         parts = [who, kind if rec.speculative else "baseline", temp, f"seed {s.seed}",
                  f"{len(rec.rounds)} rounds", f"{rec.token_count} tokens"]
+        report = self.vocab_report()
+        self.info.setToolTip(report.text() if report is not None else "")
         if self.presenting:  # one line in the room's type: the pair's long names go
             parts = parts[1:]
+        elif report is not None:
+            parts.insert(2, vocab_text(report))
         if rec.finished is not None:
             parts.append("done: " + STOP_REASONS.get(rec.finished.stop_reason,
                                                      rec.finished.stop_reason))

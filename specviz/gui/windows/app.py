@@ -300,7 +300,8 @@ class MainWindow(QMainWindow):
 
     def pair_spec(self) -> PairSpec:
         self._leave_replay()
-        return PairSpec(*self.controls.pair_fields())
+        return PairSpec(*self.controls.pair_fields(),
+                        cross_tokenizer=self.controls.cross_tokenizer())
 
     def sampling(self) -> Settings:
         self._leave_replay()
@@ -370,7 +371,7 @@ class MainWindow(QMainWindow):
             from specviz.core.models import load_pair, locate
 
             return load_pair(locate(spec.draft) if spec.draft else None, locate(spec.target),
-                             spec.device, spec.dtype)
+                             spec.device, spec.dtype, cross_tokenizer=spec.cross_tokenizer)
 
         window = getattr(self, "explore_window", None)
         if window is None or window.pair_spec != spec:
@@ -471,6 +472,8 @@ class MainWindow(QMainWindow):
         pair = self.controller.pair
         self.controls.set_draft_temperature_scale(
             pair.draft_temperature_scale if pair is not None else 1.0)
+        if pair is not None:
+            self.run_view.set_shared_vocab(pair.target_name, pair.draft_name, pair.shared_vocab)
         self.status_label.setText(f"Ready: {description}")
         self.run_view.clear_error()  # a good pair: the last failure is history
         if self.run_view.record.started is None:

@@ -459,6 +459,12 @@ class ControlsPanel(QWidget):
         return (self.draft_edit.text().strip() or None, self.target_edit.text().strip(),
                 self.device.currentText())
 
+    def cross_tokenizer(self) -> bool:
+        """Whether the chosen drafter drafts with the draft's own tokenizer (the pair then
+        loads accepting one that differs from the target's)."""
+        entry = registry.DRAFTERS.get(self.drafter.currentText())
+        return entry is not None and entry.cross_tokenizer
+
     def set_preset(self, name: str) -> None:
         self.preset.setCurrentText(name)
 
