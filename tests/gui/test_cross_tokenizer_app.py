@@ -22,6 +22,8 @@ from tests.mutation import mutant
 from tests.plain import plain
 from tests.tiny import tiny_llama
 
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
 PROMPT = "the cat sat on the mat"
 ACROSS = plain(drafter="cross-tokenizer", k=3, max_new_tokens=10, seed=1)
 MODEL = plain(k=3, max_new_tokens=10, seed=1)
@@ -205,3 +207,68 @@ def test_one_tokenizer_runs_say_nothing_of_tokenizers(qtbot, window, folders) ->
     assert isinstance(window.run_view.record.events[-1], RunFinished)
     assert "across tokenizers" not in window.run_view.info.text()
     assert window.run_view.info.toolTip() == ""
+
+
+# -- the draft's token starts in the stream ------------------------------------------------------
+
+
+def split_errors(w: MainWindow) -> list[str]:
+    """Each tick must sit where the draft's tokenizer starts a token of the kept output, and
+    some inside a target token (the two tokenizers cut this text differently)."""
+    stream = w.run_view.stream
+    kept = [s for s in stream.spans if s.token_number is not None]
+    output = "".join(s.output for s in kept)
+    doc = stream.document().toPlainText()
+    enc = w.controller.pair.draft_tokenizer(output, add_special_tokens=False,
+                                            return_offsets_mapping=True)
+    starts = {a for a, b in enc["offset_mapping"] if b > a}
+    # The document position of each output character of a token drawn as its own text.
+    where, at = {}, 0
+    for s in kept:
+        if s.text == s.output:
+            where.update({at + i: s.start + i for i in range(len(s.output))})
+        at += len(s.output)
+    wanted = sorted(where[a] for a in starts if a in where)
+    got = [p for p in stream.draft_split_positions() if p in set(where.values())]
+    errors = [] if got == wanted else [f"ticks at {got}, the draft's starts at {wanted}"]
+    inside = [p for p in got if p not in {s.start for s in kept}]
+    if not inside:
+        errors.append("no tick inside a target token")
+    if doc[wanted[0]:wanted[0] + 1] != output[min(starts)]:
+        errors.append("the first tick is not at the draft's first token")
+    return errors
+
+
+def grab_stream(w: MainWindow):
+    stream = w.run_view.stream
+    stream.viewport().repaint()
+    return stream.viewport().grab().toImage()
+
+
+def test_the_stream_ticks_the_drafts_token_starts(qtbot, window) -> None:
+    w = window
+    w.resize(1000, 700)
+    w.controls.drafter.setCurrentText("cross-tokenizer")
+    w.controls.max_new.setValue(24)
+    run_window(qtbot, w)
+    w.run_view.stream.verticalScrollBar().setValue(0)
+    before = grab_stream(w)
+    w.draft_splits_action.setChecked(True)
+    after = grab_stream(w)
+    assert split_errors(w) == []
+    differing = sum(before.pixel(x, y) != after.pixel(x, y)
+                    for x in range(0, before.width(), 2) for y in range(before.height()))
+    assert differing > 10  # the ticks are drawn
+    w.draft_splits_action.setChecked(False)
+    assert grab_stream(w) == before
+
+
+def test_the_tick_check_catches_ticks_at_the_targets_tokens_only(qtbot, window) -> None:
+    w = window
+    w.controls.drafter.setCurrentText("cross-tokenizer")
+    w.controls.max_new.setValue(24)
+    run_window(qtbot, w)
+    stream = w.run_view.stream
+    broken = mutant(type(stream), ("positions.append(span.start + inside)", "pass"))
+    stream.draft_split_positions = lambda: broken.draft_split_positions(stream)
+    assert split_errors(w)

@@ -6,10 +6,12 @@ Live runs, replays of JSON-lines recordings and tests all drive it the same way:
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import deque
+from collections.abc import Callable
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent, QShowEvent
@@ -55,6 +57,25 @@ STOP_REASONS = {
     "context": "reached the model's context length",
     "error": "failed",
 }
+
+
+Splitter = Callable[[str], list[int]]  # text -> where the draft's tokens start (characters)
+
+
+def splitter(tokenizer: Any) -> Splitter:
+    """Where ``tokenizer`` starts a token in a text. Its first use copies it: the decoder's
+    thread encodes with the original, and a fast tokenizer is not to be shared between
+    threads."""
+    own: list[Any] = []
+
+    def split(text: str) -> list[int]:
+        if not own:
+            own.append(copy.deepcopy(tokenizer))
+        enc = own[0](text, add_special_tokens=False, return_offsets_mapping=True)
+        # A character split over several byte tokens: their offsets are its own, each time.
+        return sorted({start for start, end in enc["offset_mapping"] if end > start})
+
+    return split
 
 
 def fragments(rnd: Round) -> int:
@@ -117,8 +138,9 @@ class RunView(QWidget):
         self.show_template = False  # the chat template hidden: the user's words only
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
-        # The shared vocabulary of a pair across tokenizers: target -> (draft, its vocabulary).
-        self.shared_vocabs: dict[str, tuple[str, SharedVocab]] = {}
+        # A pair across tokenizers: target -> (draft, the shared vocabulary, the draft's splits).
+        self.shared_vocabs: dict[str, tuple[str, SharedVocab, Splitter]] = {}
+        self.show_draft_splits = False  # View → the draft's token starts in the stream
         self._dirty = False  # the plots and numbers are behind the record
         self._bars_selected = False  # whether the bars' round was drawn as a selected one
         # Rounds folded into the record that the stream has not drawn yet (a frame's share is
@@ -461,7 +483,7 @@ class RunView(QWidget):
         self.selected = None
         self.follow_button.setEnabled(False)
         self.clear_error()
-        self.stream.begin(started, self.user_prompt, self.show_template)
+        self._begin_stream(started, self.show_template)
 
     def stage(self, rnd: Round) -> None:
         """Unfold ``rnd`` phase by phase in the bars, which take all the room the text spares;
@@ -522,7 +544,7 @@ class RunView(QWidget):
         if started is None:
             return
         self.backlog.clear()  # drawn below with the rest
-        self.stream.begin(started, self.user_prompt, on)
+        self._begin_stream(started, on)
         rounds = list(self.record.rounds)
         staged = self.stager.round
         if staged is not None and rounds and rounds[-1] is staged:
@@ -549,27 +571,48 @@ class RunView(QWidget):
         self.target_step_s[(target, device)] = seconds
         self._dirty = True
 
-    def set_shared_vocab(self, target: str, draft: str | None,
-                         vocab: SharedVocab | None) -> None:
-        """A loaded pair's shared vocabulary (None: one tokenizer), for the info line."""
-        if vocab is None or draft is None:
+    def set_shared_vocab(self, target: str, draft: str | None, vocab: SharedVocab | None,
+                         draft_tokenizer: Any = None) -> None:
+        """A loaded pair's shared vocabulary and the draft's own tokenizer (None: one
+        tokenizer), for the info line and the draft's token starts in the stream."""
+        if vocab is None or draft is None or draft_tokenizer is None:
             self.shared_vocabs.pop(target, None)
         else:
-            self.shared_vocabs[target] = (draft, vocab)
+            self.shared_vocabs[target] = (draft, vocab, splitter(draft_tokenizer))
         self._dirty = True
+
+    def _across(self, started: RunStarted | None, speculative: bool
+                ) -> tuple[SharedVocab, Splitter] | None:
+        """The loaded pair across tokenizers this run drafted with, if it did."""
+        if started is None or not speculative or started.pair.draft is None:
+            return None
+        found = self.shared_vocabs.get(started.pair.target)
+        # The drafter names its draft "<name> (own tokenizer)": this run is that pair's.
+        if found is None or not (started.pair.draft == found[0] or
+                                 started.pair.draft.startswith(found[0] + " ")):
+            return None
+        return found[1], found[2]
+
+    def set_show_draft_splits(self, on: bool) -> None:
+        """View → Draft's token starts: ticks in the stream where the draft's tokenizer cuts."""
+        self.show_draft_splits = on
+        self.stream.set_draft_splits(self.stream.draft_splitter, on)
+
+    def _begin_stream(self, started: RunStarted, show_template: bool) -> None:
+        self.stream.begin(started, self.user_prompt, show_template)
+        across = self._across(started, started.mode == "speculative")
+        self.stream.set_draft_splits(across[1] if across is not None else None,
+                                     self.show_draft_splits)
 
     def vocab_report(self) -> VocabReport | None:
         """For a run across tokenizers: the shared vocabulary, measured on the run's recent
         target tokens (the prompt's, then the generated ones)."""
         rec = self.shown_record()
         started = rec.started
-        if started is None or not rec.speculative or started.pair.draft is None:
+        across = self._across(started, rec.speculative)
+        if started is None or across is None:
             return None
-        draft, vocab = self.shared_vocabs.get(started.pair.target, (None, None))
-        # The drafter names its draft "<name> (own tokenizer)": this run is that pair's.
-        if vocab is None or draft is None or not (started.pair.draft == draft or
-                                                   started.pair.draft.startswith(draft + " ")):
-            return None
+        vocab = across[0]
         ids: list[int] = []
         for rnd in reversed(rec.rounds):  # the newest first, as far as the report counts
             ids[:0] = rnd.appended_ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -46,6 +47,7 @@ DRAFTER_MARK = QTextCharFormat.UnderlineStyle.DotLine
 # Qt's own underline is a hairline, gone from the back of a room: the view draws the mark
 # again over it, as a dotted line this thick (px) just below the token's line.
 DRAFTER_MARK_WIDTH = 3
+DRAFT_SPLIT_WIDTH = 2  # a tick where the draft's own tokenizer starts a token
 
 
 def drafter_marked(fmt: QTextCharFormat, drafter: str) -> QTextCharFormat:
@@ -112,6 +114,11 @@ class TokenStreamView(QTextEdit):
         self.following = True
         self._scrolling = False  # our own scroll, not the user's
         self.verticalScrollBar().valueChanged.connect(self._on_scrolled)
+        # A run across tokenizers: where the draft's own tokenization of the output puts a token
+        # start (text -> character offsets), drawn as ticks when show_draft_splits is on.
+        self.draft_splitter: Callable[[str], list[int]] | None = None
+        self.show_draft_splits = False
+        self._splits: tuple[tuple[int, int], list[int]] | None = None  # (key, positions)
 
     def set_theme(self, theme: Theme) -> None:
         """Recolour every fragment drawn and every format to come (sizes and marks kept)."""
@@ -176,6 +183,7 @@ class TokenStreamView(QTextEdit):
         self._marked.clear()
         self._marked_starts.clear()
         self._pending_strikes.clear()
+        self._splits = None
         self._cursor = QTextCursor(self.document())
 
     def begin(self, started: RunStarted, user_prompt: str | None = None,
@@ -425,6 +433,69 @@ class TokenStreamView(QTextEdit):
         super().paintEvent(event)
         if self._marked:
             self._paint_marks()
+        if self.show_draft_splits and self.draft_splitter is not None and self.spans:
+            self._paint_draft_splits()
+
+    def set_draft_splits(self, splitter: Callable[[str], list[int]] | None,
+                         show: bool | None = None) -> None:
+        """The draft's tokenizer for a run across tokenizers (None: one tokenizer), and
+        whether its token starts are drawn."""
+        self.draft_splitter = splitter
+        if show is not None:
+            self.show_draft_splits = show
+        self._splits = None
+        self.viewport().update()
+
+    def draft_split_positions(self) -> list[int]:
+        """Document positions where the draft's tokenization of the kept output starts a
+        token: at a target token's start (its box's left edge) or inside one (where the two
+        tokenizers cut differently). Tokens drawn other than as their text (a newline's mark,
+        a special token) take ticks at their start only. Cached until tokens are added."""
+        kept = [span for span in self.spans if span.token_number is not None]
+        key = (len(self.spans), self.document().characterCount())
+        if self._splits is not None and self._splits[0] == key:
+            return self._splits[1]
+        positions: list[int] = []
+        splitter = self.draft_splitter
+        if splitter is not None and kept:
+            starts, text = [], []
+            at = 0
+            for span in kept:
+                starts.append(at)
+                text.append(span.output)
+                at += len(span.output)
+            for offset in splitter("".join(text)):
+                i = bisect.bisect_right(starts, offset) - 1
+                if i < 0:
+                    continue
+                span, inside = kept[i], offset - starts[i]
+                if inside == 0:
+                    positions.append(span.start)
+                elif span.text == span.output and inside < len(span.text):
+                    positions.append(span.start + inside)
+        self._splits = (key, positions)
+        return positions
+
+    def _paint_draft_splits(self) -> None:
+        """A short tick rising from under the text at each of the draft's token starts."""
+        positions = self.draft_split_positions()
+        viewport = self.viewport()
+        first = self.cursorForPosition(QPoint(0, 0)).position()
+        last = self.cursorForPosition(QPoint(viewport.width(), viewport.height())).position()
+        lo, hi = bisect.bisect_left(positions, first), bisect.bisect_right(positions, last)
+        if lo >= hi:
+            return
+        painter = QPainter(viewport)
+        pen = QPen(QColor(self.theme.text), DRAFT_SPLIT_WIDTH)
+        pen.setCapStyle(Qt.PenCapStyle.FlatCap)
+        painter.setPen(pen)
+        cursor = QTextCursor(self.document())
+        for position in positions[lo:hi]:
+            cursor.setPosition(position)
+            rect = self.cursorRect(cursor)
+            tick = max(4, rect.height() // 4)
+            painter.drawLine(rect.left(), rect.bottom() + 1, rect.left(), rect.bottom() + 1 - tick)
+        painter.end()
 
     def _paint_marks(self) -> None:
         """The drafter mark, thick enough to read across a room; visible spans only."""

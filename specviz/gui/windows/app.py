@@ -196,6 +196,13 @@ class MainWindow(QMainWindow):
                                         "prompt and turn markers the template wraps it in")
         self.template_action.toggled.connect(self.run_view.set_show_template)
         view_menu.addAction(self.template_action)
+        self.draft_splits_action = QAction("Show the draft's token starts", self)
+        self.draft_splits_action.setCheckable(True)
+        self.draft_splits_action.setToolTip("A pair across tokenizers: a tick under the text "
+                                            "where the draft's own tokenizer starts a token "
+                                            "(the boxes are the target's tokens)")
+        self.draft_splits_action.toggled.connect(self.run_view.set_show_draft_splits)
+        view_menu.addAction(self.draft_splits_action)
         demo_menu = self.menuBar().addMenu("&Demo prompts")
         self.demo_actions = demo.add_menu(self, demo_menu, self._choose_demo)
         edit_menu = self.menuBar().addMenu("&Edit")
@@ -473,7 +480,8 @@ class MainWindow(QMainWindow):
         self.controls.set_draft_temperature_scale(
             pair.draft_temperature_scale if pair is not None else 1.0)
         if pair is not None:
-            self.run_view.set_shared_vocab(pair.target_name, pair.draft_name, pair.shared_vocab)
+            self.run_view.set_shared_vocab(pair.target_name, pair.draft_name, pair.shared_vocab,
+                                           pair.draft_tokenizer)
         self.status_label.setText(f"Ready: {description}")
         self.run_view.clear_error()  # a good pair: the last failure is history
         if self.run_view.record.started is None:
