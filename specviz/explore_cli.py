@@ -476,7 +476,9 @@ def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
     from .core.promptset import (
         pick,
         read_prompts,
+        results_of,
         run_prompt_set,
+        skipped_line,
         table,
         to_csv,
         to_markdown,
@@ -491,26 +493,32 @@ def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
     items = pick(read_prompts(args.path), args.per_category, cats)
     pair = load(args, need_draft=any(s.drafter != "lookup" for _, s in configs))
     say(f"{len(items)} prompts × ({len(configs)} configurations + the target alone)")
-    results = []
-    for r in run_prompt_set(pair, items, configs, chat=args.chat, stop=stop):
-        results.append(r)
-        say(f"{r.item.category} {r.item.id} {r.config}: {r.speedup:.2f}x")
+    outcomes = []
+    for o in run_prompt_set(pair, items, configs, chat=args.chat, stop=stop):
+        outcomes.append(o)
+        if o.skipped is not None:
+            say(f"{o.item.category} {o.item.id}: skipped: {o.skipped}")
+        for r in o.results:
+            say(f"{r.item.category} {r.item.id} {r.config}: {r.speedup:.2f}x")
+    skipped = skipped_line(outcomes)
+    results = results_of(outcomes)
     if not results:
-        say("stopped before any prompt finished")
+        say(skipped or "stopped before any prompt finished")
         return 0
     rows = table(results)
-    print(to_text(rows))
+    print(to_text(rows) + (f"{skipped}\n" if skipped else ""), end="")
     if args.csv:
         args.csv.write_text(to_csv(rows), encoding="utf-8")
     if args.markdown:
-        args.markdown.write_text(to_markdown(rows), encoding="utf-8")
+        args.markdown.write_text(to_markdown(rows, skipped), encoding="utf-8")
     if args.png:
         from .explore_plot import promptset_png
 
-        done = len({r.item for r in results})
+        done = len(outcomes)
         promptset_png(rows, args.png, f"{args.path.name}: speedup over the target alone",
                       f"{done}/{len(items)} prompts" + ("" if done == len(items) else
-                                                        " (stopped: partial)"))
+                                                        " (stopped: partial)")
+                      + (f", {skipped.split(':')[0]}" if skipped else ""))
     return 0
 
 

@@ -135,6 +135,19 @@ def test_a_prompt_set_table_and_files(tiny_models: tuple[Path, Path], tmp_path: 
     assert Image.open(png).size[1] > 7 * 28  # a title, the header and six rows
 
 
+def test_a_prompt_set_skips_a_prompt_longer_than_the_context(
+        tiny_models: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("the cat\n" + " ".join(["the"] * 300) + "\nthe sun\n")
+    md = tmp_path / "t.md"
+    assert main(["set", str(prompts), "--config", "k=2 drafter=model k_policy=fixed",
+                 "--markdown", str(md), *models(tiny_models)]) == 0
+    out, err = capsys.readouterr()
+    assert "p 3 k=2" in err and "p 2: skipped: The prompt is 30" in err  # went on after it
+    assert "2/2" in out and "skipped 1: prompt 2: The prompt is 30" in out
+    assert "skipped 1: prompt 2:" in md.read_text()
+
+
 def test_diagnose_reads_a_recording(tiny_models: tuple[Path, Path], tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "l.jsonl"

@@ -12,7 +12,8 @@ Per prompt, the target alone and each configuration run one after the other, in 
 rotated per prompt, with the same seed. The table has, per category and configuration:
 α, tokens per round, the speedup over the target alone (geometric mean and the worst prompt),
 the share of wall time outside the forward passes, and at T = 0 how many prompts gave the
-target alone's ids.
+target alone's ids. A prompt whose run fails (longer than the context, say) is skipped with
+its one-line reason and the set goes on; the summary counts it (:func:`skipped_line`).
 """
 
 from __future__ import annotations
@@ -138,18 +139,31 @@ def compare(item: PromptItem, config: str, run: Measured, base: Measured,
                         same)
 
 
+@dataclass(frozen=True)
+class PromptOutcome:
+    """One prompt of a set: its results (the target alone first, then each configuration), or
+    none and why it was skipped (one line: a run of it failed)."""
+
+    item: PromptItem
+    results: tuple[PromptResult, ...] = ()
+    skipped: str | None = None
+
+
 def run_prompt_set(pair: Any, items: Sequence[PromptItem],
                    configs: Sequence[tuple[str, Settings]], chat: bool = True,
-                   stop: threading.Event | None = None) -> Iterator[PromptResult]:
+                   stop: threading.Event | None = None) -> Iterator[PromptOutcome]:
     """Per prompt: the target alone and every configuration (same seed, rotated order); its
-    results once all of them finished. A stop ends it after the run in flight."""
+    outcome once all of them finished. A run that fails skips its prompt (the reason kept) and
+    the set goes on. A stop ends it after the run in flight."""
     from .engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt, guarded
+    from .errors import one_line
 
     for i, item in enumerate(items):
         prompt = chat_prompt(pair.tokenizer, item.text) if chat else item.text
         jobs: list[tuple[str, Settings]] = [(BASELINE_LABEL, configs[0][1]), *configs]
         shift = i % len(jobs)
         runs: dict[str, Measured] = {}
+        skipped = None
         for label, settings in jobs[shift:] + jobs[:shift]:
             if stop is not None and stop.is_set():
                 return
@@ -158,10 +172,32 @@ def run_prompt_set(pair: Any, items: Sequence[PromptItem],
             events = list(guarded(decoder.run(prompt, stop)))
             if stop is not None and stop.is_set():
                 return
-            runs[label] = measure(events)  # ValueError with the run's message if it failed
+            try:
+                runs[label] = measure(events)  # ValueError with the run's message if it failed
+            except ValueError as exc:
+                skipped = one_line(str(exc), 200)
+                break  # the prompt's other runs would have nothing to stand beside
+        if skipped is not None:
+            yield PromptOutcome(item, skipped=skipped)
+            continue
         base = runs[BASELINE_LABEL]
-        for label, settings in jobs:
-            yield compare(item, label, runs[label], base, settings.temperature == 0)
+        yield PromptOutcome(item, tuple(compare(item, label, runs[label], base,
+                                                settings.temperature == 0)
+                                        for label, settings in jobs))
+
+
+def skipped_line(outcomes: Sequence[PromptOutcome]) -> str:
+    """``"skipped 1: prompt 242: The prompt is …"`` ("" when none was skipped)."""
+    skipped = [o for o in outcomes if o.skipped is not None]
+    if not skipped:
+        return ""
+    return f"skipped {len(skipped)}: " + "; ".join(f"prompt {o.item.id}: {o.skipped}"
+                                                    for o in skipped)
+
+
+def results_of(outcomes: Sequence[PromptOutcome]) -> list[PromptResult]:
+    """Every result of the prompts not skipped, in order (what :func:`table` sums)."""
+    return [r for o in outcomes for r in o.results]
 
 
 @dataclass(frozen=True)
@@ -230,12 +266,13 @@ def cells(r: CategoryRow) -> list[str]:
             "-" if r.identical is None else f"{r.identical[0]}/{r.identical[1]}"]
 
 
-def to_markdown(rows: Sequence[CategoryRow]) -> str:
+def to_markdown(rows: Sequence[CategoryRow], skipped: str = "") -> str:
+    """The table; ``skipped`` (:func:`skipped_line`) as a line under it."""
     lines = ["| " + " | ".join(HEADER) + " |",
              "|" + "|".join(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:",
                              "---:"]) + "|"]
     lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (f"\n{skipped}\n" if skipped else "")
 
 
 def to_csv(rows: Sequence[CategoryRow]) -> str:
@@ -264,6 +301,7 @@ def to_text(rows: Sequence[CategoryRow]) -> str:
                      for row in grid) + "\n"
 
 
-__all__ = ["ALL", "BASELINE_LABEL", "CategoryRow", "PromptItem", "PromptResult",
+__all__ = ["ALL", "BASELINE_LABEL", "CategoryRow", "PromptItem", "PromptOutcome", "PromptResult",
            "PromptSetError", "cells", "compare", "parse_prompts", "pick", "read_prompts",
-           "run_prompt_set", "table", "to_csv", "to_markdown", "to_text"]
+           "results_of", "run_prompt_set", "skipped_line", "table", "to_csv", "to_markdown",
+           "to_text"]

@@ -17,7 +17,9 @@ from specviz.core.promptset import (
     parse_prompts,
     pick,
     read_prompts,
+    results_of,
     run_prompt_set,
+    skipped_line,
     table,
     to_csv,
     to_markdown,
@@ -109,7 +111,9 @@ def test_the_table_by_category_matches_a_hand_computation() -> None:
 def test_a_prompt_set_runs_beside_the_target_alone(tiny_pair: ModelPair, tmp_path: Path) -> None:
     items = read_prompts(specbench_like(tmp_path))
     greedy = Settings(k=3, temperature=0.0, max_new_tokens=8)
-    results = list(run_prompt_set(tiny_pair, items, [("K 3", greedy)], chat=False))
+    outcomes = list(run_prompt_set(tiny_pair, items, [("K 3", greedy)], chat=False))
+    assert [o.item for o in outcomes] == items and not skipped_line(outcomes)
+    results = results_of(outcomes)
     assert [(r.item.id, r.config) for r in results] == [
         (i, c) for i in ("1", "2", "3") for c in ("target alone", "K 3")]
     assert all(r.identical for r in results if r.config == "K 3")  # T = 0: exact
@@ -119,7 +123,33 @@ def test_a_prompt_set_runs_beside_the_target_alone(tiny_pair: ModelPair, tmp_pat
                                           "math_reasoning", "all", "all"]
 
 
+def test_a_prompt_longer_than_the_context_is_skipped_and_the_set_goes_on(
+        tiny_pair: ModelPair) -> None:
+    long = " ".join(["the"] * 300)  # the tiny models' context is 256 positions
+    items = [PromptItem("1", "a", "the cat"), PromptItem("242", "a", long),
+             PromptItem("3", "b", "a dog ran")]
+    greedy = Settings(k=2, temperature=0.0, max_new_tokens=4)
+    outcomes = list(run_prompt_set(tiny_pair, items, [("K 2", greedy)], chat=False))
+    assert [o.item.id for o in outcomes] == ["1", "242", "3"]  # the one after it ran too
+    assert [o.skipped is None for o in outcomes] == [True, False, True]
+    assert outcomes[1].results == () and "context is 256" in (outcomes[1].skipped or "")
+    assert skipped_line(outcomes).startswith("skipped 1: prompt 242: The prompt is 30")
+    rows = {(r.category, r.config): r for r in table(results_of(outcomes))}
+    assert rows[("a", "K 2")].prompts == 1 and rows[("all", "K 2")].prompts == 2
+    md = to_markdown(table(results_of(outcomes)), skipped_line(outcomes))
+    assert md.endswith(f"\n\n{skipped_line(outcomes)}\n")
+
+
 PROMPTSET = sys.modules["specviz.core.promptset"]
+
+
+def test_the_skip_test_rejects_stopping_at_the_first_failure(
+        tiny_pair: ModelPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = mutant(PROMPTSET.run_prompt_set,
+                    ("skipped = one_line(str(exc), 200)", "return"))  # ends the set there
+    monkeypatch.setitem(globals(), "run_prompt_set", broken)
+    with pytest.raises(AssertionError):
+        test_a_prompt_longer_than_the_context_is_skipped_and_the_set_goes_on(tiny_pair)
 MUTANTS = {
     "arithmetic mean": (test_the_table_by_category_matches_a_hand_computation, "_row",
                         [("speedup=geomean(ratios)",

@@ -36,8 +36,9 @@ def window(qtbot) -> ExploreWindow:  # noqa: ANN001 - pytest-qt's fixture
 
 
 def shown(panel: explore.SetPanel) -> list[list[str]]:
-    return [[panel.table.item(i, j).text() for j in range(panel.table.columnCount())]
-            for i in range(panel.table.rowCount())]
+    items = [[panel.table.item(i, j) for j in range(panel.table.columnCount())]
+             for i in range(panel.table.rowCount())]
+    return [[item.text() if item is not None else "" for item in row] for row in items]
 
 
 def test_a_prompt_set_fills_its_table_by_category_and_exports(qtbot, tmp_path: Path  # noqa: ANN001
@@ -93,6 +94,37 @@ def test_cancel_keeps_the_prompts_done(qtbot, tmp_path: Path) -> None:  # noqa: 
     w.close()
 
 
+def test_a_prompt_too_long_for_the_context_is_a_skipped_row(qtbot, tmp_path: Path  # noqa: ANN001
+                                                              ) -> None:
+    w = window(qtbot)
+    panel = w.set_panel
+    rows = [{"question_id": 1, "category": "writing", "turns": ["the cat"]},
+            {"question_id": 242, "category": "writing", "turns": [" ".join(["the"] * 300)]},
+            {"question_id": 3, "category": "math", "turns": ["the sun"]}]
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    panel.path.setText(str(path))
+    panel.per_category.setValue(0)
+    panel.tokens.setValue(8)
+    panel.configs[0].setText(GREEDY_K2)
+    panel.configs[1].setText("")
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    assert panel.done == panel.progress.value() == 3  # the prompt after it ran too
+    assert panel.status.text().startswith("Done: 3 prompts, 4 runs. Skipped 1: prompt 242: "
+                                          "The prompt is 30")
+    table_rows = shown(panel)
+    assert [r[:3] for r in table_rows] == [
+        ["writing", "target alone", "1"], ["writing", GREEDY_K2, "1"],
+        ["math", "target alone", "1"], ["math", GREEDY_K2, "1"],
+        ["all", "target alone", "2"], ["all", GREEDY_K2, "2"],
+        ["writing", "skipped: prompt 242", "0"]]
+    assert "context is 256" in table_rows[-1][3]
+    assert panel.save_markdown(str(tmp_path / "t.md"))
+    assert (tmp_path / "t.md").read_text("utf-8").rstrip().endswith(panel.skipped)
+    w.close()
+
+
 @pytest.mark.parametrize("field, text, message", [
     ("path", "", "Choose a prompt file"),
     ("path", "absent.jsonl", "cannot read"),
@@ -122,6 +154,10 @@ MUTANTS = {
     "last prompt only": (test_a_prompt_set_fills_its_table_by_category_and_exports, "SetPanel",
                          [("self.rows = table(self.results)",
                            "self.rows = table(self.results[-self.per_prompt:])")]),
+    # Skipped prompts left out of the table (only a count would say anything happened).
+    "skipped rows hidden": (test_a_prompt_too_long_for_the_context_is_a_skipped_row, "SetPanel",
+                            [("skipped = [o for o in self.outcomes if o.skipped is not None]",
+                              "skipped = []")]),
     # Cancel not handed to the run: every prompt runs.
     "cancel ignored": (test_cancel_keeps_the_prompts_done, "ExploreWorker",
                        [("stop=self.stop)", "stop=None)")]),

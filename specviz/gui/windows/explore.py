@@ -55,7 +55,12 @@ from PySide6.QtWidgets import (  # noqa: E402
 from specviz.core.events import Event, RunFailed, RunFinished, Settings  # noqa: E402
 from specviz.core.lineup import LaneSpec, Lineup, as_lineup  # noqa: E402
 from specviz.core.presets import DEFAULT_PROMPT  # noqa: E402
-from specviz.core.promptset import PromptItem, PromptResult, PromptSetError  # noqa: E402
+from specviz.core.promptset import (  # noqa: E402
+    PromptItem,
+    PromptOutcome,
+    PromptResult,
+    PromptSetError,
+)
 from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
 from specviz.gui.stage.lineup_view import LineupView, lane_html  # noqa: E402
 
@@ -106,7 +111,7 @@ class ExploreWorker(QObject):
     loaded = Signal(str)
     sampled = Signal(object)  # a sweep's Sample
     yielded = Signal(object)  # a lineup's Event
-    compared = Signal(object)  # a prompt set's PromptResult
+    compared = Signal(object)  # a prompt set's PromptOutcome (one prompt: results or skipped)
     finished = Signal(str)  # "sweep", "lineup" or "set"
     failed = Signal(str)
 
@@ -171,9 +176,9 @@ class ExploreWorker(QObject):
         if not self._ensure():
             return
         try:
-            for result in run_prompt_set(self.pair, job.items, job.configs, chat=True,
-                                         stop=self.stop):
-                self.compared.emit(result)
+            for outcome in run_prompt_set(self.pair, job.items, job.configs, chat=True,
+                                          stop=self.stop):
+                self.compared.emit(outcome)
         except Exception as exc:  # noqa: BLE001
             self.failed.emit(str(exc))
             return
@@ -877,6 +882,7 @@ class SetPanel(QWidget):
         layout.addWidget(self.table, 1)
 
         self.results: list[PromptResult] = []
+        self.outcomes: list[PromptOutcome] = []  # one per prompt done (its results or skipped)
         self.rows: list[Any] = []
         self.total = 0
         self.per_prompt = 1  # results per prompt: the configurations and the target alone
@@ -932,7 +938,7 @@ class SetPanel(QWidget):
             self.start(job)
 
     def start(self, job: SetJob) -> None:
-        self.results, self.rows = [], []
+        self.results, self.outcomes, self.rows = [], [], []
         self.table.setRowCount(0)
         for button in self.exports:
             button.setEnabled(False)
@@ -953,26 +959,43 @@ class SetPanel(QWidget):
 
     @property
     def done(self) -> int:
-        """Prompts finished (a prompt's results arrive together, once all its runs ended)."""
-        return len(self.results) // self.per_prompt
+        """Prompts finished, skipped ones included (a prompt's results arrive together)."""
+        return len(self.outcomes)
 
-    def add(self, result: PromptResult) -> None:
-        """One configuration's result on a prompt; the table grows once the prompt is done."""
-        self.results.append(result)
-        if len(self.results) % self.per_prompt:
-            return
+    @property
+    def skipped(self) -> str:
+        """``"skipped 1: prompt 242: …"`` ("" when none was)."""
+        from specviz.core.promptset import skipped_line
+
+        return skipped_line(self.outcomes)
+
+    def add(self, outcome: PromptOutcome) -> None:
+        """One prompt done: its results join the table, or it shows as skipped with why."""
+        self.outcomes.append(outcome)
+        self.results.extend(outcome.results)
         done = self.done
         self.progress.setValue(done)
         left = (time.monotonic() - self.t0) / done * (self.total - done)
-        self.status.setText(f"{done}/{self.total} prompts: {result.item.category} "
-                            f"{result.item.id} done — about {left:.0f} s left")
+        what = f"skipped ({outcome.skipped})" if outcome.skipped is not None else "done"
+        self.status.setText(f"{done}/{self.total} prompts: {outcome.item.category} "
+                            f"{outcome.item.id} {what} — about {left:.0f} s left")
         self.show_table()
 
     def show_table(self) -> None:
         from specviz.core.promptset import cells, table
 
         self.rows = table(self.results)
-        self.table.setRowCount(len(self.rows))
+        skipped = [o for o in self.outcomes if o.skipped is not None]
+        self.table.clearSpans()
+        self.table.setRowCount(len(self.rows) + len(skipped))
+        for i, o in enumerate(skipped, len(self.rows)):  # under the table: which and why
+            for j, text in enumerate([o.item.category, f"skipped: prompt {o.item.id}", "0",
+                                      o.skipped or ""]):
+                item = QTableWidgetItem(text)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                item.setToolTip(o.skipped or "")
+                self.table.setItem(i, j, item)
+            self.table.setSpan(i, 3, 1, self.table.columnCount() - 3)
         for i, row in enumerate(self.rows):
             for j, text in enumerate(cells(row)):
                 item = QTableWidgetItem(text)
@@ -987,14 +1010,15 @@ class SetPanel(QWidget):
     def ended(self, cancelled: bool) -> None:
         self.running(False)
         done = self.done
+        skipped = f" {self.skipped[0].upper()}{self.skipped[1:]}." if self.skipped else ""
         if cancelled:
             self.status.setText(f"Cancelled after {done}/{self.total} prompts: the table is of "
-                                "those.")
-        elif done < self.total:  # a run failed: the worker's message is in the status line
+                                f"those.{skipped}")
+        elif done < self.total:  # the worker failed: its message is in the status line
             self.status.setText(f"Stopped after {done}/{self.total} prompts: "
                                 f"{self.status.text()}")
         else:
-            self.status.setText(f"Done: {done} prompts, {len(self.results)} runs.")
+            self.status.setText(f"Done: {done} prompts, {len(self.results)} runs.{skipped}")
 
     def _save(self, kind: str, suffix: str, write: Callable[[str], bool]) -> None:
         stem = Path(self.name).stem or "promptset"
@@ -1019,13 +1043,14 @@ class SetPanel(QWidget):
     def save_markdown(self, path: str) -> bool:
         from specviz.core.promptset import to_markdown
 
-        return self._write(path, to_markdown(self.rows))
+        return self._write(path, to_markdown(self.rows, self.skipped))
 
     def save_png(self, path: str) -> bool:
         from specviz.explore_plot import promptset_png
 
         note = (f"{self.done}/{self.total} prompts" + ("" if self.done == self.total
-                                                       else " (cancelled: partial)"))
+                                                       else " (cancelled: partial)")
+                + (f", {self.skipped.split(':')[0]}" if self.skipped else ""))
         try:
             promptset_png(self.rows, path, f"{self.name}: speedup over the target alone", note)
         except (OSError, ValueError) as exc:
