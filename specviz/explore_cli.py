@@ -182,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     pset.add_argument("--csv", type=Path)
     pset.add_argument("--markdown", type=Path)
     pset.add_argument("--png", type=Path, help="the table as a picture (Pillow)")
+    pset.add_argument("--save", type=Path, help="each prompt's outcome as it finishes (JSON "
+                      "lines; --resume takes it)")
+    pset.add_argument("--resume", type=Path, help="a --save file of a stopped set: run only "
+                      "the prompts it lacks, adding them to it (or to --save)")
     _add_model_args(pset)
 
     diag = sub.add_parser("diagnose", help="where the draft goes wrong in a recording")
@@ -474,10 +478,13 @@ def write_outputs(result: Any, args: argparse.Namespace) -> None:
 
 def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
     from .core.promptset import (
+        header_line,
+        in_order,
+        outcome_line,
         pick,
+        read_outcomes,
         read_prompts,
         results_of,
-        run_prompt_set,
         skipped_line,
         table,
         to_csv,
@@ -491,15 +498,34 @@ def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
         [(f"{base.drafter} {base.k_policy}", base)]
     cats = [c.strip() for c in args.categories.split(",")] if args.categories else None
     items = pick(read_prompts(args.path), args.per_category, cats)
-    pair = load(args, need_draft=any(s.drafter != "lookup" for _, s in configs))
-    say(f"{len(items)} prompts × ({len(configs)} configurations + the target alone)")
-    outcomes = []
-    for o in run_prompt_set(pair, items, configs, chat=args.chat, stop=stop):
-        outcomes.append(o)
-        if o.skipped is not None:
-            say(f"{o.item.category} {o.item.id}: skipped: {o.skipped}")
-        for r in o.results:
-            say(f"{r.item.category} {r.item.id} {r.config}: {r.speedup:.2f}x")
+    kept = []  # every outcome the --resume file holds
+    if args.resume:
+        try:
+            text = args.resume.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot read {args.resume}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{args.resume} is not UTF-8 text") from None
+        try:
+            kept = read_outcomes(text, configs)
+        except ValueError as exc:
+            raise InputError(f"{args.resume}: {exc}") from None
+    earlier = in_order(items, kept)
+    out = None
+    if args.save or args.resume:  # each prompt's outcome, saved as it finishes
+        path = args.save or args.resume
+        # Written whole first (a last line cut short is dropped; nothing kept is lost), then
+        # each new prompt appended as it finishes.
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join([header_line(configs) + "\n",
+                                *(outcome_line(o) + "\n" for o in kept)]), encoding="utf-8")
+        os.replace(tmp, path)
+        out = path.open("a", encoding="utf-8")
+    try:
+        outcomes = run_set(args, items, configs, earlier, stop, out)
+    finally:
+        if out is not None:
+            out.close()
     skipped = skipped_line(outcomes)
     results = results_of(outcomes)
     if not results:
@@ -511,6 +537,9 @@ def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
         args.csv.write_text(to_csv(rows), encoding="utf-8")
     if args.markdown:
         args.markdown.write_text(to_markdown(rows, skipped), encoding="utf-8")
+    if out is not None:
+        say(f"saved {out.name}" + ("" if len(outcomes) == len(items)
+                                  else f" (stopped: --resume {out.name} runs the rest)"))
     if args.png:
         from .explore_plot import promptset_png
 
@@ -520,6 +549,31 @@ def cmd_set(args: argparse.Namespace, stop: threading.Event) -> int:
                                                         " (stopped: partial)")
                       + (f", {skipped.split(':')[0]}" if skipped else ""))
     return 0
+
+
+def run_set(args: argparse.Namespace, items: Sequence[Any], configs: Sequence[Any],
+            earlier: Sequence[Any], stop: threading.Event, out: Any) -> list[Any]:
+    """Run the prompts ``earlier`` lacks, each outcome written to ``out`` as it finishes; every
+    outcome (earlier and new) in the prompts' order."""
+    from .core.promptset import in_order, outcome_line, run_prompt_set
+
+    say(f"{len(items)} prompts × ({len(configs)} configurations + the target alone)"
+        + (f", {len(earlier)} already done" if earlier else ""))
+    outcomes = list(earlier)
+    if len(earlier) == len(items):
+        return outcomes  # nothing left to run: no models to load
+    pair = load(args, need_draft=any(s.drafter != "lookup" for _, s in configs))
+    for o in run_prompt_set(pair, items, configs, chat=args.chat, stop=stop,
+                            done={e.item for e in earlier}):
+        outcomes.append(o)
+        if out is not None:
+            out.write(outcome_line(o) + "\n")
+            out.flush()
+        if o.skipped is not None:
+            say(f"{o.item.category} {o.item.id}: skipped: {o.skipped}")
+        for r in o.results:
+            say(f"{r.item.category} {r.item.id} {r.config}: {r.speedup:.2f}x")
+    return in_order(items, outcomes)
 
 
 # -- diagnose -------------------------------------------------------------------------------

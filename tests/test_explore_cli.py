@@ -148,6 +148,86 @@ def test_a_prompt_set_skips_a_prompt_longer_than_the_context(
     assert "skipped 1: prompt 2:" in md.read_text()
 
 
+def set_files(tmp_path: Path) -> Path:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"question_id": i, "category": c, "turns": [t]})
+                                 for i, (c, t) in enumerate([("a", "the cat"), ("b", "a dog"),
+                                                             ("a", "the sun")])))
+    return prompts
+
+
+def resume_set(tiny_models: tuple[Path, Path], tmp_path: Path,
+               capsys: pytest.CaptureFixture[str]) -> None:
+    """A set stopped after its first prompt, resumed from the saved file: the prompts done are
+    kept (not run again), the rest run, and the table is the uninterrupted run's."""
+    prompts, full, part = set_files(tmp_path), tmp_path / "full.jsonl", tmp_path / "part.jsonl"
+    config = ["--config", "k=2 drafter=model k_policy=fixed"]
+    csv_full, csv_part = tmp_path / "full.csv", tmp_path / "part.csv"
+    assert main(["set", str(prompts), *config, "--save", str(full), "--csv", str(csv_full),
+                 *models(tiny_models)]) == 0
+    lines = full.read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0])["format"] == "specviz prompt set"
+    # By hand: the header and prompt 0, its figures marked (speedups of 9: no run gives them),
+    # then half of prompt 1's line, as a run killed while writing it leaves the file.
+    first = json.loads(lines[1])
+    for r in first["results"]:
+        r["speedup"] = 9.0
+    part.write_text(lines[0] + "\n" + json.dumps(first) + "\n" + lines[2][:40])
+    capsys.readouterr()
+    assert main(["set", str(prompts), *config, "--resume", str(part), "--csv", str(csv_part),
+                 *models(tiny_models)]) == 0
+    out, err = capsys.readouterr()
+    assert "3 prompts × (1 configurations + the target alone), 1 already done" in err
+    assert "a 0 " not in err and "b 1 k=2" in err and "a 2 k=2" in err  # prompt 0 not run again
+    saved = part.read_text().splitlines()
+    assert len(saved) == 4 and json.loads(saved[1]) == first  # kept as it was; 1 and 2 added
+    assert [json.loads(x)["id"] for x in saved[1:]] == ["0", "1", "2"]
+    assert "9.00x" not in out  # prompt 0's marked speedups sit inside a geomean …
+    rows = [x.split(",") for x in csv_part.read_text().splitlines()[1:]]
+    same = [x.split(",") for x in csv_full.read_text().splitlines()[1:]]
+    # … and everything that does not depend on the clock equals the uninterrupted run's:
+    # category, configuration, prompts, α, tokens per round, identical, compared.
+    assert [r[:5] + r[-2:] for r in rows] == [r[:5] + r[-2:] for r in same]
+    assert [r[2] for r in rows if r[0] == "all"] == ["3", "3"]
+    # The target alone's speedup is 1 on every prompt it ran: 9 only on the saved prompt 0.
+    alone = {r[0]: float(r[5]) for r in rows if r[1] == "target alone"}
+    assert alone == {"a": pytest.approx(3.0, abs=1e-4), "b": 1.0,
+                     "all": pytest.approx(9 ** (1 / 3), abs=1e-4)}
+
+
+def test_a_stopped_prompt_set_resumes_from_its_saved_file(
+        tiny_models: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    resume_set(tiny_models, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("edit", [
+    ("done={e.item for e in earlier}", "done=()"),  # the prompts done run again
+    ("outcomes = list(earlier)", "outcomes: list[Any] = []"),  # … or drop out of the table
+])
+def test_the_resume_test_rejects_its_broken_variants(
+        edit: tuple[str, str], tiny_models: tuple[Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from specviz import explore_cli
+    from tests.mutation import mutant
+
+    monkeypatch.setattr(explore_cli, "run_set", mutant(explore_cli.run_set, edit))
+    with pytest.raises(AssertionError):
+        resume_set(tiny_models, tmp_path, capsys)
+
+
+def test_a_resume_file_of_other_configurations_is_one_message(
+        tiny_models: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts, saved = set_files(tmp_path), tmp_path / "s.jsonl"
+    saved.write_text('{"format": "specviz prompt set", "configs": [{"label": "k=3"}]}\n')
+    assert main(["set", str(prompts), "--config", "k=2", "--resume", str(saved),
+                 *models(tiny_models)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "written for other configurations or settings (k=3)" in err[0]
+    saved.write_text("the cat\n")
+    assert main(["set", str(prompts), "--resume", str(saved), *models(tiny_models)]) == 1
+    assert "not a prompt-set results file" in capsys.readouterr().err
+
+
 def test_diagnose_reads_a_recording(tiny_models: tuple[Path, Path], tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "l.jsonl"

@@ -14,6 +14,11 @@ rotated per prompt, with the same seed. The table has, per category and configur
 the share of wall time outside the forward passes, and at T = 0 how many prompts gave the
 target alone's ids. A prompt whose run fails (longer than the context, say) is skipped with
 its one-line reason and the set goes on; the summary counts it (:func:`skipped_line`).
+
+Each prompt's outcome can be saved as it finishes, one JSON line per prompt under a header
+line naming the configurations (:func:`header_line`, :func:`outcome_line`); a stopped set
+resumes from that file (:func:`read_outcomes`, then ``run_prompt_set(done=…)``), running only
+the prompts it lacks.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ import csv
 import io
 import json
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,14 +156,18 @@ class PromptOutcome:
 
 def run_prompt_set(pair: Any, items: Sequence[PromptItem],
                    configs: Sequence[tuple[str, Settings]], chat: bool = True,
-                   stop: threading.Event | None = None) -> Iterator[PromptOutcome]:
+                   stop: threading.Event | None = None,
+                   done: Collection[PromptItem] = ()) -> Iterator[PromptOutcome]:
     """Per prompt: the target alone and every configuration (same seed, rotated order); its
     outcome once all of them finished. A run that fails skips its prompt (the reason kept) and
-    the set goes on. A stop ends it after the run in flight."""
+    the set goes on. A stop ends it after the run in flight. Prompts in ``done`` (a resumed
+    set's) are passed over; the others keep the order they would have had."""
     from .engine import AutoregressiveDecoder, SpeculativeDecoder, chat_prompt, guarded
     from .errors import one_line
 
     for i, item in enumerate(items):
+        if item in done:
+            continue
         prompt = chat_prompt(pair.tokenizer, item.text) if chat else item.text
         jobs: list[tuple[str, Settings]] = [(BASELINE_LABEL, configs[0][1]), *configs]
         shift = i % len(jobs)
@@ -198,6 +207,81 @@ def skipped_line(outcomes: Sequence[PromptOutcome]) -> str:
 def results_of(outcomes: Sequence[PromptOutcome]) -> list[PromptResult]:
     """Every result of the prompts not skipped, in order (what :func:`table` sums)."""
     return [r for o in outcomes for r in o.results]
+
+
+FORMAT = "specviz prompt set"
+
+
+def _configs_json(configs: Sequence[tuple[str, Settings]]) -> list[dict[str, Any]]:
+    return [{"label": label, "settings": asdict(s)} for label, s in configs]
+
+
+def header_line(configs: Sequence[tuple[str, Settings]]) -> str:
+    """The first line of a results file: what every prompt ran."""
+    return json.dumps({"format": FORMAT, "configs": _configs_json(configs)}, ensure_ascii=False)
+
+
+def outcome_line(o: PromptOutcome) -> str:
+    """One prompt's outcome as a JSON line (its runs' figures, or why it was skipped)."""
+    return json.dumps({"id": o.item.id, "category": o.item.category, "text": o.item.text,
+                       "skipped": o.skipped,
+                       "results": [{"config": r.config, "speedup": r.speedup,
+                                    "identical": r.identical, "run": asdict(r.run)}
+                                   for r in o.results]}, ensure_ascii=False)
+
+
+def read_outcomes(text: str, configs: Sequence[tuple[str, Settings]]) -> list[PromptOutcome]:
+    """The outcomes a results file holds; PromptSetError if it is not one, or was written for
+    other configurations. A last line cut short (the run killed while writing it) is dropped."""
+    lines = text.splitlines()
+    if not text.endswith("\n") and lines:
+        try:
+            json.loads(lines[-1])
+        except ValueError:
+            lines.pop()  # written in part: that prompt runs again
+    try:
+        head = json.loads(lines[0]) if lines else None
+    except ValueError:
+        head = None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise PromptSetError("not a prompt-set results file written by specviz (its first line "
+                             "names the configurations)")
+    wanted = json.loads(json.dumps(_configs_json(configs)))
+    if head.get("configs") != wanted:
+        had = ", ".join(str(c.get("label")) for c in head.get("configs") or []
+                        if isinstance(c, dict))
+        raise PromptSetError(f"written for other configurations or settings ({had}): resume "
+                             "with the same ones, or start a new file")
+    out = []
+    for n, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            item = PromptItem(str(d["id"]), str(d["category"]), str(d["text"]))
+            results = tuple(PromptResult(item, str(r["config"]), _measured(r["run"]),
+                                         float(r["speedup"]), r["identical"])
+                            for r in d["results"])
+            skipped = d["skipped"]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise PromptSetError(f"line {n}: not a prompt's outcome ({type(exc).__name__}: "
+                                 f"{exc})") from None
+        out.append(PromptOutcome(item, results, None if skipped is None else str(skipped)))
+    return out
+
+
+def _measured(fields: dict[str, Any]) -> Measured:
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                              for k, v in fields.items()}
+    return Measured(**values)
+
+
+def in_order(items: Sequence[PromptItem], outcomes: Sequence[PromptOutcome]
+             ) -> list[PromptOutcome]:
+    """The outcomes of ``items``, in their order (a resumed set's earlier ones and its new
+    ones together; outcomes of prompts not in ``items`` left out)."""
+    by_item = {o.item: o for o in outcomes}
+    return [by_item[i] for i in items if i in by_item]
 
 
 @dataclass(frozen=True)
@@ -302,6 +386,6 @@ def to_text(rows: Sequence[CategoryRow]) -> str:
 
 
 __all__ = ["ALL", "BASELINE_LABEL", "CategoryRow", "PromptItem", "PromptOutcome", "PromptResult",
-           "PromptSetError", "cells", "compare", "parse_prompts", "pick", "read_prompts",
-           "results_of", "run_prompt_set", "skipped_line", "table", "to_csv", "to_markdown",
-           "to_text"]
+           "PromptSetError", "cells", "compare", "header_line", "in_order", "outcome_line",
+           "parse_prompts", "pick", "read_outcomes", "read_prompts", "results_of",
+           "run_prompt_set", "skipped_line", "table", "to_csv", "to_markdown", "to_text"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,11 @@ from specviz.core.promptset import (
     PromptItem,
     PromptResult,
     PromptSetError,
+    header_line,
+    outcome_line,
     parse_prompts,
     pick,
+    read_outcomes,
     read_prompts,
     results_of,
     run_prompt_set,
@@ -138,6 +142,22 @@ def test_a_prompt_longer_than_the_context_is_skipped_and_the_set_goes_on(
     assert rows[("a", "K 2")].prompts == 1 and rows[("all", "K 2")].prompts == 2
     md = to_markdown(table(results_of(outcomes)), skipped_line(outcomes))
     assert md.endswith(f"\n\n{skipped_line(outcomes)}\n")
+
+
+def test_outcomes_saved_as_json_lines_read_back_equal(tiny_pair: ModelPair) -> None:
+    items = [PromptItem("1", "a", "the cat"), PromptItem("2", "a", " ".join(["the"] * 300))]
+    configs = [("K 2", Settings(k=2, temperature=0.0, max_new_tokens=4))]
+    outcomes = list(run_prompt_set(tiny_pair, items, configs, chat=False))
+    text = header_line(configs) + "\n" + "".join(outcome_line(o) + "\n" for o in outcomes)
+    assert read_outcomes(text, configs) == outcomes  # figures, ids and the skip reason
+    assert read_outcomes(text + '{"id": "3", "cat', configs) == outcomes  # a line cut short
+    # Resumed: the prompts done are passed over, the rest run.
+    assert [o.item for o in run_prompt_set(tiny_pair, items, configs, chat=False,
+                                           done={items[0]})] == [items[1]]
+    with pytest.raises(PromptSetError, match="other configurations"):
+        read_outcomes(text, [("K 3", replace(configs[0][1], k=3))])
+    with pytest.raises(PromptSetError, match="line 2: not a prompt's outcome"):
+        read_outcomes(header_line(configs) + "\n{}\n", configs)
 
 
 PROMPTSET = sys.modules["specviz.core.promptset"]
