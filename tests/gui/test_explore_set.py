@@ -82,15 +82,34 @@ def test_cancel_keeps_the_prompts_done(qtbot, tmp_path: Path) -> None:  # noqa: 
     panel.per_category.setValue(0)
     panel.tokens.setValue(16)
     panel.configs[1].setText(GREEDY_K2)
-    panel.progress.valueChanged.connect(lambda n: n and w.cancel())  # as the first prompt ends
+    def cancel_at_first(n: int) -> None:  # as the first prompt ends
+        if n:
+            w.cancel()
+
+    panel.progress.valueChanged.connect(cancel_at_first)
     with qtbot.waitSignal(w.ended, timeout=120_000):
         panel.run_button.click()
     done = panel.done
     assert 1 <= done < panel.total == 4
     assert len(panel.results) == 3 * done  # whole prompts only: two configurations + the target
-    assert panel.status.text() == f"Cancelled after {done}/4 prompts: the table is of those."
+    assert panel.status.text() == (f"Cancelled after {done}/4 prompts: the table is of those "
+                                   "(Resume runs the rest).")
     assert panel.table.rowCount() == len(table(panel.results)) > 0
     assert panel.png_button.isEnabled() and panel.run_button.isEnabled()
+    assert panel.resume_button.isEnabled()
+    # Resume: the prompts done are kept (the same results), only the rest run.
+    panel.progress.valueChanged.disconnect(cancel_at_first)
+    kept = list(panel.results)
+    ran = []
+    w.worker.compared.connect(ran.append)  # what the worker runs now
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.resume_button.click()
+    assert panel.status.text() == "Done: 4 prompts, 12 runs."
+    assert [o.item.id for o in ran] == ["1234"[i] for i in range(done, 4)]
+    assert panel.results[:len(kept)] == kept and len(panel.results) == 12
+    assert [r.item.id for r in panel.results] == [i for i in "1234" for _ in range(3)]
+    assert [r[2] for r in shown(panel) if r[0] == "all"] == ["4", "4", "4"]
+    assert not panel.resume_button.isEnabled()
     w.close()
 
 
@@ -158,9 +177,15 @@ MUTANTS = {
     "skipped rows hidden": (test_a_prompt_too_long_for_the_context_is_a_skipped_row, "SetPanel",
                             [("skipped = [o for o in self.outcomes if o.skipped is not None]",
                               "skipped = []")]),
+    # Resume runs the prompts done again …
+    "resume reruns": (test_cancel_keeps_the_prompts_done, "ExploreWorker",
+                      [("stop=self.stop, done=job.done)", "stop=self.stop)")]),
+    # … or drops them from the table.
+    "resume drops": (test_cancel_keeps_the_prompts_done, "SetPanel",
+                     [("self.outcomes = list(kept)", "self.outcomes = []")]),
     # Cancel not handed to the run: every prompt runs.
     "cancel ignored": (test_cancel_keeps_the_prompts_done, "ExploreWorker",
-                       [("stop=self.stop)", "stop=None)")]),
+                       [("stop=self.stop, done=job.done)", "stop=None, done=job.done)")]),
 }
 
 

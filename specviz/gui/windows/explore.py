@@ -85,6 +85,7 @@ class LineupJob:
 class SetJob:
     items: tuple[PromptItem, ...]
     configs: tuple[tuple[str, Settings], ...]  # (label, settings), each beside the target alone
+    done: frozenset[PromptItem] = frozenset()  # prompts a resumed set keeps (not run again)
 
 
 def _pick_recording(parent: QWidget, title: str) -> str:
@@ -177,7 +178,7 @@ class ExploreWorker(QObject):
             return
         try:
             for outcome in run_prompt_set(self.pair, job.items, job.configs, chat=True,
-                                          stop=self.stop):
+                                          stop=self.stop, done=job.done):
                 self.compared.emit(outcome)
         except Exception as exc:  # noqa: BLE001
             self.failed.emit(str(exc))
@@ -838,6 +839,10 @@ class SetPanel(QWidget):
         self.run_button = QPushButton("Run set")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
+        self.resume_button = QPushButton("Resume")
+        self.resume_button.setEnabled(False)
+        self.resume_button.setToolTip("Run only the prompts a cancelled set has not (same "
+                                      "fields)")
         self.csv_button = QPushButton("Save CSV…")
         self.markdown_button = QPushButton("Save Markdown…")
         self.png_button = QPushButton("Save PNG…")
@@ -864,6 +869,7 @@ class SetPanel(QWidget):
         row.addStretch(1)
         row.addWidget(self.run_button)
         row.addWidget(self.cancel_button)
+        row.addWidget(self.resume_button)
         for button in self.exports:
             row.addWidget(button)
         form.addRow(row)
@@ -888,8 +894,11 @@ class SetPanel(QWidget):
         self.per_prompt = 1  # results per prompt: the configurations and the target alone
         self.t0 = 0.0
         self.name = ""
+        self.last_job: SetJob | None = None
+        self.resumed_from = 0
         self.browse_button.clicked.connect(self._on_browse_clicked)
         self.run_button.clicked.connect(self._on_run_clicked)
+        self.resume_button.clicked.connect(self._on_resume_clicked)
         self.csv_button.clicked.connect(lambda: self._save("CSV", "csv", self.save_csv))
         self.markdown_button.clicked.connect(lambda: self._save("Markdown", "md",
                                                                 self.save_markdown))
@@ -937,19 +946,37 @@ class SetPanel(QWidget):
         if job is not None:
             self.start(job)
 
-    def start(self, job: SetJob) -> None:
-        self.results, self.outcomes, self.rows = [], [], []
+    def _on_resume_clicked(self) -> None:
+        job = self.last_job
+        if job is None or self.job() != job:  # the fields changed: a new set, not this one
+            self.status.setText("The fields changed since the cancelled set: Run starts anew.")
+            self.resume_button.setEnabled(False)
+            return
+        kept = list(self.outcomes)
+        self.start(replace(job, done=frozenset(o.item for o in kept)), kept)
+
+    def start(self, job: SetJob, kept: Sequence[PromptOutcome] = ()) -> None:
+        """Run ``job``; ``kept``: the outcomes of a cancelled set it resumes (its ``done``)."""
+        self.last_job = replace(job, done=frozenset())
+        self.resume_button.setEnabled(False)
+        self.outcomes = list(kept)
+        self.results = [r for o in self.outcomes for r in o.results]
+        self.resumed_from = len(self.outcomes)
+        self.rows = []
         self.table.setRowCount(0)
         for button in self.exports:
             button.setEnabled(False)
+        if self.outcomes:
+            self.show_table()
         self.total = len(job.items)
         self.per_prompt = len(job.configs) + 1
         self.progress.setRange(0, self.total)
-        self.progress.setValue(0)
+        self.progress.setValue(len(self.outcomes))
         self.t0 = time.monotonic()
         self.status.setText(f"{self.name}: {self.total} prompts × ({len(job.configs)} "
                             f"configurations + the target alone) = {self.total * self.per_prompt}"
-                            " runs (the first loads the models)…")
+                            " runs" + (f", {len(kept)} prompts kept from before" if kept else "")
+                            + " (the first loads the models)…")
         self.running(True)
         self.requested.emit(job)
 
@@ -975,7 +1002,7 @@ class SetPanel(QWidget):
         self.results.extend(outcome.results)
         done = self.done
         self.progress.setValue(done)
-        left = (time.monotonic() - self.t0) / done * (self.total - done)
+        left = (time.monotonic() - self.t0) / (done - self.resumed_from) * (self.total - done)
         what = f"skipped ({outcome.skipped})" if outcome.skipped is not None else "done"
         self.status.setText(f"{done}/{self.total} prompts: {outcome.item.category} "
                             f"{outcome.item.id} {what} — about {left:.0f} s left")
@@ -1011,9 +1038,10 @@ class SetPanel(QWidget):
         self.running(False)
         done = self.done
         skipped = f" {self.skipped[0].upper()}{self.skipped[1:]}." if self.skipped else ""
+        self.resume_button.setEnabled(done < self.total)
         if cancelled:
             self.status.setText(f"Cancelled after {done}/{self.total} prompts: the table is of "
-                                f"those.{skipped}")
+                                f"those (Resume runs the rest).{skipped}")
         elif done < self.total:  # the worker failed: its message is in the status line
             self.status.setText(f"Stopped after {done}/{self.total} prompts: "
                                 f"{self.status.text()}")
