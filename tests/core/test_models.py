@@ -460,3 +460,116 @@ def test_the_bundled_gguf_may_be_given_by_path(tmp_path: Path,
         models.bundled_gguf_path()
     given.write_bytes(b"GGUF")
     assert models.bundled_gguf_path() == given
+
+
+def _saved_llama(folder: Path, tied: bool, dtype: torch.dtype) -> Path:
+    """A tiny Llama saved as a plain safetensors folder (tied or not, stored in ``dtype``)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(3)
+    config = LlamaConfig(vocab_size=len(word_tokenizer()), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         tie_word_embeddings=tied)
+    model = LlamaForCausalLM(config)
+    model.generation_config.max_length = 77  # not the config's default: read from its own file
+    model.to(dtype).save_pretrained(folder)
+    word_tokenizer().save_pretrained(folder)
+    return folder
+
+
+def check_direct_load(load: Callable[..., Any], tmp_path: Path) -> None:
+    """``load`` (models._load_direct) gives what from_pretrained gives: weights, buffers, config,
+    generation config, the tie, eval mode and logits; a file missing a weight is left to
+    from_pretrained (None)."""
+    from transformers import AutoModelForCausalLM
+
+    for tied, stored in ((True, torch.float32), (False, torch.float64), (True, torch.float16)):
+        folder = _saved_llama(tmp_path / f"m-{tied}-{stored}", tied, stored)
+        for dtype in (torch.float32, torch.float64):
+            ref = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+            got = load(folder, dtype)
+            assert got is not None
+            want, have = ref.state_dict(), got.state_dict()
+            assert want.keys() == have.keys()
+            for key, value in want.items():
+                assert have[key].dtype == value.dtype and torch.equal(have[key], value), key
+            assert dict(got.named_buffers()).keys() == dict(ref.named_buffers()).keys()
+            assert got.config.to_dict() == ref.config.to_dict()
+            assert got.generation_config.to_dict() == ref.generation_config.to_dict()
+            assert (got.lm_head.weight is got.model.embed_tokens.weight) == tied
+            assert got.training == ref.training
+            ids = torch.tensor([[0, 3, 5, 7, 2]])
+            with torch.no_grad():
+                assert torch.equal(got(ids).logits, ref(ids).logits)
+    folder = _saved_llama(tmp_path / "short", False, torch.float32)
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(folder / "model.safetensors")
+    del state["model.layers.1.mlp.up_proj.weight"]
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    assert load(folder, torch.float32) is None
+
+
+def test_plain_llama_folders_load_directly_as_from_pretrained_would(tmp_path: Path) -> None:
+    check_direct_load(models._load_direct, tmp_path)
+    folder = _saved_llama(tmp_path / "via", True, torch.float32)
+    assert models._direct_llama(folder) is not None  # load_model takes the direct path
+    assert torch.equal(load_model(str(folder), device="cpu").model.lm_head.weight,
+                       load_file_tensor(folder, "model.embed_tokens.weight"))
+
+
+def load_file_tensor(folder: Path, key: str) -> torch.Tensor:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")[key]
+
+
+@pytest.mark.parametrize("edit", [
+    # the tied head left untied (uninitialised memory)
+    ("model.lm_head.weight = model.model.embed_tokens.weight", "pass"),
+    # a missing weight not noticed (left uninitialised)
+    ("set(state) != set(expected)", "not set(state) <= set(expected)"),
+    # the stored dtype kept (fp16 weights in a model asked for fp32)
+    ("{k: v.to(dtype) for k, v in state.items()}", "state"),
+    # from_pretrained's eval mode not kept
+    ("return model.eval()", "return model"),
+    # the generation config not read
+    ('(folder / "generation_config.json").is_file()', "False"),
+])
+def test_a_direct_load_that_differs_is_caught(tmp_path: Path, edit: tuple[str, str]) -> None:
+    with pytest.raises(AssertionError):
+        check_direct_load(mutant(models._load_direct, edit), tmp_path)
+
+
+def check_sharing(same: Callable[..., bool], tmp_path: Path) -> None:
+    """``same`` (models.same_tokenizer_files): the same files, except a key that says how it was
+    loaded, are one tokenizer; another eos token or vocabulary is another tokenizer."""
+    a = save_tiny(tmp_path / "a", word_tokenizer(), 1)
+    b = save_tiny(tmp_path / "b", word_tokenizer(), 2)
+    config = json.loads((b / "tokenizer_config.json").read_text())
+    (b / "tokenizer_config.json").write_text(json.dumps({**config, "local_files_only": True}))
+    assert same(models.locate(str(a)), models.locate(str(b)))
+    c = save_tiny(tmp_path / "c", word_tokenizer(), 3)
+    (c / "tokenizer_config.json").write_text(json.dumps({**config, "eos_token": "cat"}))
+    assert not same(models.locate(str(a)), models.locate(str(c)))
+    d = save_tiny(tmp_path / "d", word_tokenizer(eos=False), 4)
+    assert not same(models.locate(str(a)), models.locate(str(d)))
+
+
+def test_folders_with_one_tokenizer_share_it(tmp_path: Path) -> None:
+    """The bundled pair's draft takes the target's tokenizer instead of loading it again."""
+    check_sharing(models.same_tokenizer_files, tmp_path)
+    tok = word_tokenizer()
+    assert load_model(str(tmp_path / "b"), device="cpu", tokenizer=tok).tokenizer is tok
+    pair = load_pair(str(tmp_path / "b"), str(tmp_path / "a"), device="cpu")
+    assert pair.draft is not None and pair.draft_tokenizer is None
+
+
+def test_a_tokenizer_comparison_that_reads_only_tokenizer_json_is_caught(tmp_path: Path
+                                                                          ) -> None:
+    broken = mutant(models._tokenizer_files,
+                    ("for name in _TOKENIZER_FINGERPRINT_FILES:",
+                     'for name in ("tokenizer.json",):'))
+    with pytest.raises(AssertionError):
+        check_sharing(with_globals(models.same_tokenizer_files, _tokenizer_files=broken),
+                      tmp_path)
