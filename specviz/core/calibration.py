@@ -131,9 +131,42 @@ def save(key: str, seconds: Mapping[int, float], parts: Mapping[str, Any],
     """Keep ``seconds`` under ``key`` (replacing it); False when the file cannot be written."""
     path = path or store_path()
     entries = _read(path)
-    entries.pop(key, None)
+    old = entries.pop(key, None)
     entries[key] = {"seconds": {str(n): s for n, s in sorted(seconds.items())},
-                    "parts": dict(parts), "updates": 1 + _updates(_read(path).get(key))}
+                    "parts": dict(parts), "updates": 1 + _updates(old)}
+    step = _step(old)
+    if step is not None:  # the speed reference kept beside the passes (save_step)
+        entries[key]["step"] = step
+    return _write(path, entries)
+
+
+def _step(entry: Any) -> float | None:
+    value: Any = entry.get("step") if isinstance(entry, dict) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or \
+            not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def load_step(key: str, path: Path | None = None) -> float | None:
+    """The target's one-token step (``speed.measure_target_step``) kept under ``key`` with
+    the passes, if one is (None: none, or none usable)."""
+    return _step(_read(path or store_path()).get(key))
+
+
+def save_step(key: str, seconds: float, parts: Mapping[str, Any], path: Path | None = None
+              ) -> bool:
+    """Keep the target's one-token step under ``key`` (beside its passes, if kept)."""
+    path = path or store_path()
+    entries = _read(path)
+    entry = entries.get(key)
+    if not isinstance(entry, dict) or not isinstance(entry.get("seconds"), dict):
+        entry = {"seconds": {}, "parts": dict(parts), "updates": 0}
+    entries[key] = {**entry, "step": seconds}
+    return _write(path, entries)
+
+
+def _write(path: Path, entries: dict[str, Any]) -> bool:
     while len(entries) > MAX_ENTRIES:
         entries.pop(next(iter(entries)))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -170,5 +203,5 @@ def blend(kept: Mapping[int, float], measured: Mapping[int, float]) -> dict[int,
     return out
 
 
-__all__ = ["blend", "device_parts", "fingerprint", "load", "machine_parts", "model_parts",
-           "save", "store_path"]
+__all__ = ["blend", "device_parts", "fingerprint", "load", "load_step", "machine_parts",
+           "model_parts", "save", "save_step", "store_path"]

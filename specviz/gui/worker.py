@@ -494,15 +494,16 @@ class DecodeController(QObject):
 
     def _measure(self, pair: Any, progress: Callable[[str], None]) -> None:
         """On the loading thread, after a load: the target's one-token step (the speed
-        reference, posted as ``step_measured``), then its passes of 1 to 17 tokens for the cost
-        K policy (:func:`specviz.core.engine.calibrate`, kept per machine, device and target).
+        reference, posted as ``step_measured``; kept with the calibration below: a launch
+        with one kept takes it at once), then its passes of 1 to 17 tokens for the cost K
+        policy (:func:`specviz.core.engine.calibrate`, kept per machine, device and target).
         Neither can fail a load: without a step there is no speedup to show, and without the
         passes the first cost-policy run times them itself."""
         progress("Timing the target's one-token step (the speed reference)…")
         try:
-            from specviz.core.speed import measure_target_step
+            from specviz.core.speed import target_step
 
-            step = measure_target_step(pair)
+            step = target_step(pair)  # kept from an earlier launch here, else timed and kept
         except Exception:  # noqa: BLE001 - no reference, no speedup: never a failed load
             return
         self._post(self.step_measured, str(pair.target_name), str(pair.device), step)

@@ -183,3 +183,55 @@ def test_a_launch_with_figures_kept_runs_no_target_pass() -> None:
     assert engine.calibrate(fresh_pair(), refresh=False, measure=Timing(2.0),
                             runner=runner) == costs(1.0)
     assert fed == []
+
+
+class Stepping:
+    """A fixed step in place of speed.measure_target_step; ``calls`` counts the timings."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.calls = 0
+
+    def __call__(self, pair: ModelPair) -> float:
+        self.calls += 1
+        return self.seconds
+
+
+def check_kept_step(target_step: object, save: object = calibration.save) -> None:
+    """``target_step`` (speed.target_step): timed and kept on the first launch, taken at once
+    on the next (also after the passes were kept beside it: ``save``), timed again on
+    another machine."""
+    first = Stepping(0.02)
+    assert target_step(fresh_pair(), measure=first) == 0.02  # type: ignore[operator]
+    engine.calibrate(fresh_pair(), measure=Timing(1.0))  # the passes, kept after the step
+    key = engine.calibration_key(engine._target_runner(fresh_pair()))
+    save(*key[:1], costs(1.0), key[1])  # type: ignore[operator]  # a later save of the passes
+    second = Stepping(0.05)  # the machine got slower since: the kept step stays
+    assert target_step(fresh_pair(), measure=second) == 0.02  # type: ignore[operator]
+    assert (first.calls, second.calls) == (1, 0)
+    other = Stepping(0.03)
+    assert target_step(fresh_pair(), measure=other,  # type: ignore[operator]
+                       machine=lambda: {"cpu": "another one"}) == 0.03
+    assert other.calls == 1
+    assert engine.calibrate(fresh_pair(), measure=Timing(9.0)) == costs(1.0)  # passes intact
+
+
+def test_a_second_launch_takes_the_kept_step_at_once() -> None:
+    from specviz.core.speed import target_step
+
+    check_kept_step(target_step)
+
+
+@pytest.mark.parametrize("broken", ["save drops the step", "one key for every machine"])
+def test_a_kept_step_that_is_lost_or_shared_is_caught(broken: str) -> None:
+    from specviz.core import speed
+
+    if broken == "save drops the step":
+        bad_save = mutant(calibration.save, ("    if step is not None:", "    if False:"))
+        with pytest.raises(AssertionError):
+            check_kept_step(speed.target_step, bad_save)
+    else:
+        bad = mutant(speed.target_step, ("calibration_key(_target_runner(pair), machine)",
+                                         "calibration_key(_target_runner(pair))"))
+        with pytest.raises(AssertionError):
+            check_kept_step(bad)
