@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from PIL import Image
 
 from specviz.core.lineup import as_lineup
-from specviz.core.sweep import samples_from_json, schedule
+from specviz.core.sweep import planned_runs, samples_from_json, schedule
 from specviz.gui.stage.lineup_view import lane_html
+from specviz.gui.windows import explore
 from specviz.gui.windows.explore import ExploreWindow
 from tests.core.test_lineup import three_lanes
 from tests.gui.scripted import speculative_events
+from tests.mutation import mutant
 from tests.tiny import tiny_pair
 
 
@@ -61,6 +65,65 @@ def test_cancel_keeps_what_the_sweep_has(qtbot) -> None:  # noqa: ANN001
     assert sorted(s.key for s in panel.samples) == sorted(schedule(3, 1, 1))
     assert panel.status.text() == "Done: 4 runs." and not panel.resume_button.isEnabled()
     w.close()
+
+
+def settled_sweep(qtbot, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The Settle field reaches the sweep (run_sweep's settle, and on Resume the samples kept,
+    which settling reads), and the progress counts the runs the sweep will take with it."""
+    from specviz.core import sweep
+
+    calls = []
+    real = sweep.run_sweep
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sweep, "run_sweep", spy)  # the worker imports it when it runs
+    w = window(qtbot)
+    panel = w.sweep_panel
+    panel.ks.setText("1,2")
+    panel.prompts.setPlainText("the cat")
+    panel.tokens.setValue(8)
+    panel.repeats.setValue(3)
+    panel.settle.setValue(5.0)  # %
+    assert panel.job() is not None and panel.job().settle == 0.05
+
+    def cancel_at_first(n: int) -> None:
+        if n:
+            w.cancel()
+
+    panel.progress.valueChanged.connect(cancel_at_first)
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.run_button.click()
+    panel.progress.valueChanged.disconnect(cancel_at_first)
+    kept = list(panel.samples)
+    assert panel.resume_button.isEnabled(), panel.status.text()
+    with qtbot.waitSignal(w.ended, timeout=120_000):
+        panel.resume_button.click()
+    assert [c.get("settle") for c in calls] == [0.05, 0.05]
+    assert list(calls[1].get("earlier", ())) == kept and calls[1]["done"] == {s.key for s in kept}
+    # However the timings settle the points, the sweep ends at the runs it planned with them.
+    assert len(panel.samples) == panel.total == planned_runs(2, panel.samples, 3, 1, 0.05)
+    assert panel.status.text() == f"Done: {panel.total} runs."
+    panel.settle.setValue(0.0)
+    assert panel.settle.text() == "off" and panel.job().settle is None
+    w.close()
+
+
+def test_the_settle_field_reaches_the_sweep(qtbot, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    settled_sweep(qtbot, monkeypatch)
+
+
+@pytest.mark.parametrize("edit", [
+    ("settle=job.settle, earlier=job.earlier", "earlier=job.earlier"),  # the field ignored
+    ("settle=job.settle, earlier=job.earlier", "settle=job.settle"),  # resumed without the kept
+])
+def test_the_settle_test_rejects_its_broken_variants(qtbot, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+                                                    edit: tuple[str, str]) -> None:
+    monkeypatch.setattr(explore, "ExploreWorker", mutant(explore.ExploreWorker, edit))
+    with pytest.raises(AssertionError):
+        settled_sweep(qtbot, monkeypatch)
 
 
 def test_bad_fields_say_why_and_start_nothing(qtbot) -> None:  # noqa: ANN001

@@ -24,7 +24,7 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
+from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -32,6 +32,7 @@ import pyqtgraph as pg  # noqa: E402
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
     QApplication,
+    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -61,7 +62,14 @@ from specviz.core.promptset import (  # noqa: E402
     PromptResult,
     PromptSetError,
 )
-from specviz.core.sweep import BASELINE, Point, Sample, SweepResult, schedule, summarize  # noqa: E402
+from specviz.core.sweep import (  # noqa: E402
+    BASELINE,
+    Point,
+    Sample,
+    SweepResult,
+    planned_runs,
+    summarize,
+)
 from specviz.gui.stage.lineup_view import LineupView, lane_html  # noqa: E402
 
 BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
@@ -73,6 +81,8 @@ class SweepJob:
     prompts: tuple[str, ...]
     repeats: int
     done: frozenset[tuple[int, int, int]] = frozenset()  # (point, prompt, repeat) kept
+    settle: float | None = None  # stop repeating a point once its speedup varies this little
+    earlier: tuple[Sample, ...] = field(default=(), compare=False)  # the kept samples (done)
 
 
 @dataclass(frozen=True)
@@ -147,7 +157,7 @@ class ExploreWorker(QObject):
         try:
             prompts = [chat_prompt(self.pair.tokenizer, p) for p in job.prompts]
             for sample in run_sweep(self.pair, job.points, prompts, job.repeats, self.stop,
-                                    done=job.done):
+                                    done=job.done, settle=job.settle, earlier=job.earlier):
                 self.sampled.emit(sample)
         except Exception as exc:  # noqa: BLE001
             self.failed.emit(str(exc))
@@ -203,6 +213,12 @@ class SweepPanel(QWidget):
         self.prompts.setMaximumHeight(76)
         self.repeats = QSpinBox(minimum=1, maximum=10, value=1)
         self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
+        self.settle = QDoubleSpinBox(minimum=0.0, maximum=1000.0, value=0.0, decimals=1,
+                                     suffix=" %")
+        self.settle.setSpecialValueText("off")
+        self.settle.setToolTip("With 3 repeats or more: stop repeating a K once its speedup has "
+                               "varied by at most this much on every prompt over its first 2+ "
+                               "repeats; the others go on, interleaved as before")
         self.run_button = QPushButton("Run sweep")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
@@ -224,6 +240,8 @@ class SweepPanel(QWidget):
         row.addWidget(self.repeats)
         row.addWidget(QLabel("New tokens"))
         row.addWidget(self.tokens)
+        row.addWidget(QLabel("Settle"))
+        row.addWidget(self.settle)
         row.addStretch(1)
         row.addWidget(self.run_button)
         row.addWidget(self.cancel_button)
@@ -290,6 +308,7 @@ class SweepPanel(QWidget):
         self.resume_button.clicked.connect(self._on_resume_clicked)
         self.last_job: SweepJob | None = None
         self.resumed_from = 0
+        self.settle_spread: float | None = None
 
     def job(self) -> SweepJob | None:
         """The sweep the fields ask for, or None (the reason in the status line)."""
@@ -308,7 +327,8 @@ class SweepPanel(QWidget):
         base = replace(_base(), drafter="model", k_policy="fixed",
                        max_new_tokens=self.tokens.value())
         points = tuple(Point(f"K {k}", replace(base, k=k)) for k in sorted(set(ks)))
-        return SweepJob(points, prompts, self.repeats.value())
+        settle = self.settle.value() / 100 or None  # 0: off
+        return SweepJob(points, prompts, self.repeats.value(), settle=settle)
 
     def _on_run_clicked(self) -> None:
         job = self.job()
@@ -323,15 +343,16 @@ class SweepPanel(QWidget):
             self.resume_button.setEnabled(False)
             return
         kept = list(self.samples)
-        self.start(replace(job, done=frozenset(s.key for s in kept)), kept)
+        self.start(replace(job, done=frozenset(s.key for s in kept), earlier=tuple(kept)), kept)
 
     def start(self, job: SweepJob, kept: list[Sample]) -> None:
-        self.last_job = replace(job, done=frozenset())
+        self.last_job = replace(job, done=frozenset(), earlier=())
         self.resume_button.setEnabled(False)
         self.points, self.samples = list(job.points), kept
         self.resumed_from = len(kept)
         self.n_prompts, self.repeat_count = len(job.prompts), job.repeats
-        self.total = len(schedule(len(job.points), len(job.prompts), job.repeats))
+        self.settle_spread = job.settle
+        self.total = self.planned()
         self.progress.setRange(0, self.total)
         self.progress.setValue(len(kept))
         self.t0 = time.monotonic()
@@ -347,13 +368,20 @@ class SweepPanel(QWidget):
         """One more run: update the figures, the plot and the time left."""
         self.samples.append(sample)
         done = len(self.samples)
+        self.total = self.planned()  # fewer once a point settles
+        self.progress.setRange(0, self.total)
         self.progress.setValue(done)
         left = (time.monotonic() - self.t0) / (done - self.resumed_from) * (self.total - done)
         name = "target alone" if sample.point == BASELINE else self.points[sample.point].label
         self.status.setText(f"{done}/{self.total}: {name}, prompt {sample.prompt + 1} — about "
                             f"{left:.0f} s left")
         self.show_result(summarize(self.points, self.samples, self.repeat_count,
-                                   self.n_prompts))
+                                   self.n_prompts, self.settle_spread))
+
+    def planned(self) -> int:
+        """Runs the sweep takes, given what it has (its settled points run no more)."""
+        return planned_runs(len(self.points), self.samples, self.repeat_count, self.n_prompts,
+                            self.settle_spread)
 
     def show_result(self, result: SweepResult) -> None:
         self.result = result
