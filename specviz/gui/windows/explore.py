@@ -1065,7 +1065,8 @@ class SetPanel(QWidget):
     def ended(self, cancelled: bool) -> None:
         self.running(False)
         done = self.done
-        skipped = f" {self.skipped[0].upper()}{self.skipped[1:]}." if self.skipped else ""
+        skipped = (f" {self.skipped[0].upper()}{self.skipped[1:].rstrip('.')}."
+                   if self.skipped else "")  # the reason's own full stop, not two
         self.resume_button.setEnabled(done < self.total)
         if cancelled:
             self.status.setText(f"Cancelled after {done}/{self.total} prompts: the table is of "
