@@ -171,11 +171,13 @@ class RunRecord:
                 for name in sorted(by, key=lambda n: (n != "model", n))}
 
     def speed(self, baseline_tokens_per_s: float | None = None,
-              target_step_s: float | None = None, race: bool = False) -> SpeedStats:
+              target_step_s: float | None = None, race: bool = False,
+              step_kept: bool = False) -> SpeedStats:
         """Throughput and speedups so far, against what was measured and nothing else.
 
         ``baseline_tokens_per_s``: a target-alone run of this pair (the other half of a race
-        when ``race``); ``target_step_s``: the target's one-token step, measured at load.
+        when ``race``); ``target_step_s``: the target's one-token step, measured at load (or
+        ``step_kept`` from an earlier launch on this machine: the caption says so).
         Without either, there is no measured speedup (0, drawn as a dash).
         """
         stats = SpeedStats()
@@ -215,7 +217,7 @@ class RunRecord:
                                       else "vs a baseline run of the target alone")
         elif step > 0:
             stats.measured_speedup = speedup_vs_step(n, elapsed, step)
-            stats.measured_against = describe_step(step)
+            stats.measured_against = describe_step(step, step_kept)
         else:
             stats.measured_against = "nothing measured to compare with: run a race"
         for name in ("measured_speedup", "expected_speedup", "paper_speedup"):

@@ -67,9 +67,13 @@ def speedup_vs_run(tokens_per_s: float, baseline_tokens_per_s: float) -> float:
     return tokens_per_s / baseline_tokens_per_s
 
 
-def describe_step(step_s: float) -> str:
-    """How the reference reads on screen: 'vs target one-token step measured at load: 41.2 ms'."""
-    return f"vs target one-token step measured at load: {step_s * 1000:.1f} ms"
+def describe_step(step_s: float, kept: bool = False) -> str:
+    """How the reference reads on screen: 'vs target one-token step measured at load: 41.2 ms',
+    or, for a step ``kept`` from an earlier launch on this machine (core/calibration.py), 'vs
+    target one-token step kept from an earlier launch: 41.2 ms': never 'at load' when it was
+    not."""
+    when = "kept from an earlier launch" if kept else "measured at load"
+    return f"vs target one-token step {when}: {step_s * 1000:.1f} ms"
 
 
 def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: int = 32,
@@ -107,22 +111,23 @@ def measure_target_step(pair: Any, passes: int = 5, warmup: int = 2, context: in
 
 
 def target_step(pair: Any, measure: Callable[[Any], float] = measure_target_step,
-                machine: Callable[[], dict[str, Any]] | None = None) -> float:
+                machine: Callable[[], dict[str, Any]] | None = None) -> tuple[float, bool]:
     """The target's one-token step (``measure``, :func:`measure_target_step`) kept with its
     passes' calibration (core/calibration.py: per machine, thread count, device, target and
     forward path): a launch with one kept takes it at once (~0.5-1 s of passes saved on the
-    bundled pair, 2 cores); else timed now and kept. ``machine`` names this machine in the
-    key (the real one by default; the tests pass another)."""
+    bundled pair, 2 cores); else timed now and kept. Returns (seconds, kept), so the screen
+    can say which (:func:`describe_step`). ``machine`` names this machine in the key (the
+    real one by default; the tests pass another)."""
     from . import calibration
     from .engine import _target_runner, calibration_key
 
     key, parts = calibration_key(_target_runner(pair), machine)
     kept = calibration.load_step(key)
     if kept is not None:
-        return kept
+        return kept, True
     step = measure(pair)
     calibration.save_step(key, step, parts)
-    return step
+    return step, False
 
 
 __all__ = [

@@ -362,7 +362,7 @@ class DecodeController(QObject):
     state_changed = Signal(str)  # "idle", "running", "paused"
     # The target's one-token step, timed on the loading thread right after a load (the speed
     # reference of every "measured speedup vs the step"): target name, device, seconds.
-    step_measured = Signal(str, str, float)
+    step_measured = Signal(str, str, float, bool)  # ..., kept from an earlier launch
     _run_requested = Signal(object)
     # From load threads (queued to this object's thread): (task, message) and (task, result).
     _load_progressed = Signal(object, str)
@@ -499,14 +499,14 @@ class DecodeController(QObject):
         policy (:func:`specviz.core.engine.calibrate`, kept per machine, device and target).
         Neither can fail a load: without a step there is no speedup to show, and without the
         passes the first cost-policy run times them itself."""
-        progress("Timing the target's one-token step (the speed reference)…")
+        progress("The target's one-token step (the speed reference)…")
         try:
             from specviz.core.speed import target_step
 
-            step = target_step(pair)  # kept from an earlier launch here, else timed and kept
+            step, kept = target_step(pair)  # kept from an earlier launch, else timed and kept
         except Exception:  # noqa: BLE001 - no reference, no speedup: never a failed load
             return
-        self._post(self.step_measured, str(pair.target_name), str(pair.device), step)
+        self._post(self.step_measured, str(pair.target_name), str(pair.device), step, kept)
         progress("Timing the target's passes of 1 to 17 tokens (for the cost K policy)…")
         try:
             from specviz.core.engine import calibrate

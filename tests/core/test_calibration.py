@@ -202,16 +202,16 @@ def check_kept_step(target_step: object, save: object = calibration.save) -> Non
     on the next (also after the passes were kept beside it: ``save``), timed again on
     another machine."""
     first = Stepping(0.02)
-    assert target_step(fresh_pair(), measure=first) == 0.02  # type: ignore[operator]
+    assert target_step(fresh_pair(), measure=first) == (0.02, False)  # type: ignore[operator]
     engine.calibrate(fresh_pair(), measure=Timing(1.0))  # the passes, kept after the step
     key = engine.calibration_key(engine._target_runner(fresh_pair()))
     save(*key[:1], costs(1.0), key[1])  # type: ignore[operator]  # a later save of the passes
     second = Stepping(0.05)  # the machine got slower since: the kept step stays
-    assert target_step(fresh_pair(), measure=second) == 0.02  # type: ignore[operator]
+    assert target_step(fresh_pair(), measure=second) == (0.02, True)  # type: ignore[operator]
     assert (first.calls, second.calls) == (1, 0)
     other = Stepping(0.03)
     assert target_step(fresh_pair(), measure=other,  # type: ignore[operator]
-                       machine=lambda: {"cpu": "another one"}) == 0.03
+                       machine=lambda: {"cpu": "another one"}) == (0.03, False)
     assert other.calls == 1
     assert engine.calibrate(fresh_pair(), measure=Timing(9.0)) == costs(1.0)  # passes intact
 

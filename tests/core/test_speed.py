@@ -42,6 +42,8 @@ def test_measured_speedups() -> None:
     assert speedup_vs_run(20.0, 10.0) == pytest.approx(2.0)
     assert speedup_vs_run(20.0, 0.0) == 0.0
     assert describe_step(0.0412) == "vs target one-token step measured at load: 41.2 ms"
+    assert describe_step(0.0412, kept=True) == \
+        "vs target one-token step kept from an earlier launch: 41.2 ms"
 
 
 def record_of(events: list) -> RunRecord:

@@ -206,6 +206,13 @@ def test_speed_numbers(view: RunView) -> None:
     assert values["measured_speedup"] == "0.80×"
     assert "one-token step\nmeasured at load: 40.0 ms" in \
         view.speed.names["measured_speedup"].text()
+    # A step kept from an earlier launch (calibration.json) never reads "measured at load".
+    view.set_target_step("tiny-target", "cpu", 0.04, kept=True)
+    view.flush(now=1.0)
+    caption = view.speed.names["measured_speedup"].text()
+    assert "kept from an earlier launch: 40.0 ms" in caption and "at load" not in caption
+    view.set_target_step("tiny-target", "cpu", 0.04)
+    view.flush(now=1.0)
     play(view, baseline_events())
     play(view, speculative_events())  # a baseline run of the same target is now known
     assert view.speed.values["measured_speedup"].text() == "2.00×"  # 20 tok/s vs 10 tok/s

@@ -476,6 +476,7 @@ def _slide_run_view(size: tuple[int, int], reference: Any = None) -> Any:
     if reference is not None:  # the figures the window measured (its speed card's reference)
         view.baseline_tokens_per_s = dict(reference.baseline_tokens_per_s)
         view.target_step_s = dict(reference.target_step_s)
+        view.target_step_kept = set(reference.target_step_kept)
     view.follow_button.hide()
     view.stream.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     view.bars.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)

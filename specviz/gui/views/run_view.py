@@ -138,6 +138,7 @@ class RunView(QWidget):
         self.show_template = False  # the chat template hidden: the user's words only
         # The target's one-token step, timed when a pair loads: (target, device) -> seconds.
         self.target_step_s: dict[tuple[str, str], float] = {}
+        self.target_step_kept: set[tuple[str, str]] = set()  # steps from an earlier launch
         # A pair across tokenizers: target -> (draft, the shared vocabulary, the draft's splits).
         self.shared_vocabs: dict[str, tuple[str, SharedVocab, Splitter]] = {}
         self.show_draft_splits = False  # View → the draft's token starts in the stream
@@ -566,9 +567,15 @@ class RunView(QWidget):
             # Its decoding time only (a paused or stepped baseline run is no slower).
             self.baseline_tokens_per_s[key] = self.record.speed().tokens_per_s
 
-    def set_target_step(self, target: str, device: str, seconds: float) -> None:
-        """The target's one-token step, measured at load: the reference of the speed figures."""
+    def set_target_step(self, target: str, device: str, seconds: float,
+                        kept: bool = False) -> None:
+        """The target's one-token step, measured at load (or ``kept`` from an earlier launch on
+        this machine): the reference of the speed figures."""
         self.target_step_s[(target, device)] = seconds
+        if kept:
+            self.target_step_kept.add((target, device))
+        else:
+            self.target_step_kept.discard((target, device))
         self._dirty = True
 
     def set_shared_vocab(self, target: str, draft: str | None, vocab: SharedVocab | None,
@@ -717,11 +724,13 @@ class RunView(QWidget):
         rec = self.shown_record()
         self.acceptance.update_from(rec, self.selected)
         baseline = step = None
+        kept = False
         if rec.started is not None:
             key = (rec.started.pair.target, rec.started.pair.device)
             baseline = self.baseline_tokens_per_s.get(key)
             step = self.target_step_s.get(key)
-        self.speed.update_from(rec.speed(baseline, step), rec.speculative)
+            kept = key in self.target_step_kept
+        self.speed.update_from(rec.speed(baseline, step, step_kept=kept), rec.speculative)
         self.info.setText(self.info_text())
         self._show_exactness()
         self.frames_drawn["stats"] += 1
