@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .cached_model import CachedModel, ModelRunner
-from .drafters import Drafter, DrafterBase, DraftTools, ModelDrafter, Probs, build_model_drafter
+from .drafters import (
+    Drafter,
+    DraftTools,
+    ModelBackedDrafter,
+    ModelDrafter,
+    Probs,
+    build_model_drafter,
+)
 from .plans import GoOn, Plan, Proposal
 from .rng import Random
 
@@ -260,7 +267,7 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-class CrossTokenizerDrafter(DrafterBase):
+class CrossTokenizerDrafter(ModelBackedDrafter):
     """The draft model q reading and proposing in its own vocabulary, over the shared strings."""
 
     name = "cross-tokenizer"
@@ -277,14 +284,6 @@ class CrossTokenizerDrafter(DrafterBase):
         self.greedy = greedy
         self._mask = ~vocab.draft_shared.to(self.lm.device)  # (V_draft,) True: not shared
         self._fed = 0  # the draft's context length when the last proposal was made
-
-    @property
-    def calls(self) -> int:
-        return self.lm.calls
-
-    @property
-    def forward_time_s(self) -> float:
-        return self.lm.forward_time_s
 
     def plan(self, context: Sequence[int]) -> Plan:
         return Plan("model", "model", prior=self.PRIOR, step_cost=self.STEP_COST, confident=True)

@@ -151,7 +151,22 @@ def _one_hot(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
     return rows
 
 
-class ModelDrafter(DrafterBase):
+class ModelBackedDrafter(DrafterBase):
+    """A drafter with a draft model of its own (``lm``, a :class:`CachedModel`): its passes
+    and their time are the model's (the chain, the model tree, the cross-tokenizer draft)."""
+
+    lm: CachedModel
+
+    @property
+    def calls(self) -> int:
+        return self.lm.calls
+
+    @property
+    def forward_time_s(self) -> float:
+        return self.lm.forward_time_s
+
+
+class ModelDrafter(ModelBackedDrafter):
     """Today's draft model q with its KV cache (reduced-vocabulary drafts mapped back)."""
 
     name = "model"
@@ -167,14 +182,6 @@ class ModelDrafter(DrafterBase):
         self.probs = probs
         self.greedy = greedy
         self._start = 0  # context length when the last proposal was made
-
-    @property
-    def calls(self) -> int:
-        return self.lm.calls
-
-    @property
-    def forward_time_s(self) -> float:
-        return self.lm.forward_time_s
 
     def plan(self, context: Sequence[int]) -> Plan:
         return self.plan_for()

@@ -27,7 +27,7 @@ import torch
 
 from . import tree_attention
 from .cached_model import CachedModel, ModelRunner
-from .drafters import DrafterBase, DraftTools, ModelDrafter, Probs
+from .drafters import DrafterBase, DraftTools, ModelBackedDrafter, ModelDrafter, Probs
 from .plans import GoOn, Plan, Proposal
 from .rng import Random
 from .tree_verify import ROOT, DraftTree, Rule, draw_children
@@ -213,7 +213,7 @@ class LookupTreeDrafter(DrafterBase):
         self._last = None
 
 
-class ModelTreeDrafter(DrafterBase):
+class ModelTreeDrafter(ModelBackedDrafter):
     """The draft model grows a tree of up to K nodes (``grow_tree``): ``width`` children where
     its top q is below ``confident``, one where it is at least that (a chain where it is sure
     throughout), at most ``depth`` levels (default K), one draft pass per level through the
@@ -243,14 +243,6 @@ class ModelTreeDrafter(DrafterBase):
         self.tree_pass = tree_pass or tree_attention.TreePass()
         self._start = 0  # context length when the last proposal was made
         self._fed = 0  # nodes of the last tree in the cache (every level but the last)
-
-    @property
-    def calls(self) -> int:
-        return self.lm.calls
-
-    @property
-    def forward_time_s(self) -> float:
-        return self.lm.forward_time_s
 
     def plan(self, context: Sequence[int]) -> Plan:
         return self.plan_for()

@@ -23,7 +23,7 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Callable, Iterable, Sequence  # noqa: E402
 from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -147,53 +147,51 @@ class ExploreWorker(QObject):
             self.loaded.emit(f"{self.pair.draft_name} → {self.pair.target_name}")
         return True
 
+    def _stream(self, kind: str, items: Callable[[], Iterable[Any]], signal: Any) -> None:
+        """Load the pair once, then emit on ``signal`` each item that ``items()`` yields; a
+        failure is one line (``failed``), the end ``finished(kind)``."""
+        if not self._ensure():
+            return
+        try:
+            for item in items():
+                signal.emit(item)
+        except Exception as exc:  # noqa: BLE001 - one line in the window, never a crash
+            self.failed.emit(str(exc))
+            return
+        self.finished.emit(kind)
+
     @Slot(object)
     def run_sweep(self, job: SweepJob) -> None:
         from specviz.core.engine import chat_prompt
         from specviz.core.sweep import run_sweep
 
-        if not self._ensure():
-            return
-        try:
+        def samples() -> Iterable[Any]:
             prompts = [chat_prompt(self.pair.tokenizer, p) for p in job.prompts]
-            for sample in run_sweep(self.pair, job.points, prompts, job.repeats, self.stop,
-                                    done=job.done, settle=job.settle, earlier=job.earlier):
-                self.sampled.emit(sample)
-        except Exception as exc:  # noqa: BLE001
-            self.failed.emit(str(exc))
-            return
-        self.finished.emit("sweep")
+            return run_sweep(self.pair, job.points, prompts, job.repeats, self.stop,
+                             done=job.done, settle=job.settle, earlier=job.earlier)
+
+        self._stream("sweep", samples, self.sampled)
 
     @Slot(object)
     def run_lineup(self, job: LineupJob) -> None:
         from specviz.core.engine import chat_prompt
         from specviz.core.lineup import run_lineup
 
-        if not self._ensure():
-            return
-        try:
+        def events() -> Iterable[Any]:
             prompt = chat_prompt(self.pair.tokenizer, job.prompt)
-            for event in run_lineup(self.pair, job.lanes, prompt, self.stop, self.drafts):
-                self.yielded.emit(event)
-        except Exception as exc:  # noqa: BLE001
-            self.failed.emit(str(exc))
-            return
-        self.finished.emit("lineup")
+            return run_lineup(self.pair, job.lanes, prompt, self.stop, self.drafts)
+
+        self._stream("lineup", events, self.yielded)
 
     @Slot(object)
     def run_set(self, job: SetJob) -> None:
         from specviz.core.promptset import run_prompt_set
 
-        if not self._ensure():
-            return
-        try:
-            for outcome in run_prompt_set(self.pair, job.items, job.configs, chat=True,
-                                          stop=self.stop, done=job.done):
-                self.compared.emit(outcome)
-        except Exception as exc:  # noqa: BLE001
-            self.failed.emit(str(exc))
-            return
-        self.finished.emit("set")
+        def outcomes() -> Iterable[Any]:
+            return run_prompt_set(self.pair, job.items, job.configs, chat=True,
+                                  stop=self.stop, done=job.done)
+
+        self._stream("set", outcomes, self.compared)
 
 
 def _base() -> Settings:
