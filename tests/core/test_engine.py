@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -16,13 +16,14 @@ from specviz.core import registry
 from specviz.core.cached_model import CachedModel
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, guarded
 from specviz.core.errors import InputError
-from specviz.core.events import Event, Round, RunFailed, RunFinished, RunStarted
+from specviz.core.events import Round, RunFailed, RunFinished, RunStarted
 from specviz.core.models import ModelPair
 from specviz.core.parts import Factory
 from specviz.core.plans import Outcome, Plan
 from specviz.core.policy import CostModel, CostPolicy
 from specviz.core.registry import Entry
 from specviz.core.text import IncrementalDetokenizer
+from tests.core.early_clock import clock_started_early
 from tests.mutation import mutant
 from tests.plain import plain
 from tests.tiny import tiny_llama, tiny_pair, word_tokenizer
@@ -624,19 +625,8 @@ def test_the_cost_calibration_is_outside_the_runs_clock() -> None:
 
 def test_the_clock_check_rejects_a_calibration_inside_the_clock() -> None:
     """Broken: the run's clock starts before the calibration (a one-off run pays for it)."""
-    t0 = "    t0 = factory.clock()  # the run's clock starts after the calibration\n"
-    broken_run = mutant(engine_mod._run, (t0, ""),
-                        ("    costs = None\n", t0 + "    costs = None\n"))
-
-    class Broken(SpeculativeDecoder):
-        @torch.inference_mode()
-        def run(self, prompt: str, stop: threading.Event | None = None, *,
-                rng: object = None) -> Iterator[Event]:
-            yield from broken_run(self.pair, self.settings, prompt, stop, rng, self.factory,
-                                  True)
-
     with pytest.raises(AssertionError):
-        check_calibration_outside_the_clock(Broken)
+        check_calibration_outside_the_clock(clock_started_early())
 
 
 def test_fixed_and_heuristic_policies_time_nothing() -> None:

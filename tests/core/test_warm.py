@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,11 +10,11 @@ import torch
 from specviz.core import engine as engine_mod
 from specviz.core.cached_model import CachedModel
 from specviz.core.engine import AutoregressiveDecoder, SpeculativeDecoder, warm_widths
-from specviz.core.events import Event, RunFinished, to_json
+from specviz.core.events import RunFinished, to_json
 from specviz.core.models import ModelPair
 from specviz.core.options import K_LIMIT
 from specviz.core.parts import Factory
-from tests.mutation import mutant
+from tests.core.early_clock import clock_started_early
 from tests.plain import plain
 from tests.tiny import tiny_pair
 
@@ -54,19 +52,8 @@ def test_the_warm_up_is_outside_the_runs_clock() -> None:
 
 def test_the_clock_check_rejects_a_warm_up_inside_the_clock() -> None:
     """Broken: the run's clock starts before the warm-up (a one-off run pays for it)."""
-    t0 = "    t0 = factory.clock()  # the run's clock starts after the calibration\n"
-    broken_run = mutant(engine_mod._run, (t0, ""),
-                        ("    costs = None\n", t0 + "    costs = None\n"))
-
-    class Broken(SpeculativeDecoder):
-        @torch.inference_mode()
-        def run(self, prompt: str, stop: threading.Event | None = None, *,
-                rng: object = None) -> Iterator[Event]:
-            yield from broken_run(self.pair, self.settings, prompt, stop, rng, self.factory,
-                                  True)
-
     with pytest.raises(AssertionError):
-        check_warm_outside_the_clock(Broken)
+        check_warm_outside_the_clock(clock_started_early())
 
 
 def test_the_target_alone_warms_one_width_and_lookup_no_draft() -> None:
