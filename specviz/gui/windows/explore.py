@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (  # noqa: E402
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTableWidget,
@@ -249,7 +250,7 @@ class SweepPanel(QWidget):
         form.addRow(row)
 
         self.plot = pg.PlotWidget(background="w")
-        self.plot.setLabel("left", "speedup over the target alone")
+        self.plot.setLabel("left", "speedup vs target alone")
         self.plot.setLabel("bottom", "K")
         self.plot.addLegend(offset=(-10, -10))  # bottom right: clear of the best mark
         self.plot.showGrid(y=True, alpha=0.2)
@@ -509,7 +510,9 @@ class LinePanel(QWidget):
         self.card = QTableWidget(0, 6)
         self.card.setHorizontalHeaderLabels(["rank", "lane", "tok/s", "tok/round", "speedup",
                                              "identical"])
-        self.card.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        card_header = self.card.horizontalHeader()
+        card_header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        card_header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)  # lane
         self.card.verticalHeader().setVisible(False)
         self.card.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         layout = QVBoxLayout(self)
@@ -740,7 +743,12 @@ class DiagnosePanel(QWidget):
         self.tokens = QTableWidget(0, 5)
         self.tokens.setHorizontalHeaderLabels(["token", "rejected", "tested", "mean p(x)",
                                                "mean q(x)"])
-        self.tokens.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        header = self.tokens.horizontalHeader()
+        # Every heading and token whole at 1366×768 (five equal stretched shares cut "mean
+        # p(x)" and the tokens): each column as wide as it needs, the pane as wide as they.
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self._fit_tokens()
         self.tokens.verticalHeader().setVisible(False)
         self.tokens.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.detail = QLabel("Click a token to see the rounds where it was rejected.")
@@ -763,7 +771,10 @@ class DiagnosePanel(QWidget):
         self.positions.addItem(self.position_bars)
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.tokens)
-        left.addWidget(self.detail)
+        detail_scroll = QScrollArea()  # a token rejected in many rounds lists them all
+        detail_scroll.setWidgetResizable(True)
+        detail_scroll.setWidget(self.detail)
+        left.addWidget(detail_scroll)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.calibration)
         right.addWidget(self.positions)
@@ -777,6 +788,15 @@ class DiagnosePanel(QWidget):
         self.rows: list[Any] = []
         self.open_button.clicked.connect(self._on_open_clicked)
         self.tokens.currentCellChanged.connect(self._on_tokens_current_cell_changed)
+
+    def _fit_tokens(self) -> None:
+        """The token table's pane as wide as its columns need (at most 480 px: a longer token
+        elides), so the splitter never cuts a heading or a short token."""
+        table = self.tokens
+        need = sum(max(table.horizontalHeader().sectionSizeHint(j), table.sizeHintForColumn(j))
+                   for j in range(table.columnCount()))
+        table.setMinimumWidth(min(480, need + 2 * table.frameWidth()
+                                  + table.verticalScrollBar().sizeHint().width()))
 
     def _on_open_clicked(self) -> None:
         path = _pick_recording(self, "Open a recording")
@@ -809,6 +829,7 @@ class DiagnosePanel(QWidget):
                 item = QTableWidgetItem(text)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
                 self.tokens.setItem(i, j, item)
+        self._fit_tokens()
         bins = [b for b in d.calibration if b.tested]
         if bins and all(b.low >= 0.9 for b in bins):
             self.status.setText(self.status.text() + ". At T = 0 (or with lookup) q is one-hot: "
