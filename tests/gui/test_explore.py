@@ -36,6 +36,11 @@ def test_a_sweep_fills_the_plot_and_table_live_and_exports(qtbot, tmp_path: Path
     assert panel.progress.value() == panel.total == 6  # (2 K + the target alone) × 2 prompts
     assert panel.table.rowCount() == 2 and panel.status.text() == "Done: 6 runs."
     assert len(panel.measured.getData()[0]) == 2 and len(panel.predicted.getData()[0]) == 2
+    # The key is above the plot (a legend inside covered points), and K's ticks are whole.
+    assert panel.plot.getPlotItem().legend is None
+    title = panel.plot.getPlotItem().titleLabel.text
+    assert "measured (geomean)" in title and "predicted" in title
+    assert panel.plot.getAxis("bottom")._tickLevels == [[(1, "1"), (2, "2")]]
     assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
     panel.export_png(str(tmp_path / "s.png"))
     assert Image.open(tmp_path / "s.png").size == (960, 600)

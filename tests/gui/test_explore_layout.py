@@ -80,7 +80,7 @@ def test_every_tab_fits_1366x768(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
                         "header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)"),
                        ("self._fit_tokens()\n        bins", "bins")]),
     # the sweep's axis label longer than its plot is high at 1366×768: cut
-    ("SweepPanel", [('"speedup vs target alone"', '"speedup over the target alone"')]),
+    ("SweepPanel", [('"speedup (×)"', '"speedup over the target alone"')]),
     # the lineup card's lane column as wide as the others: its names elided
     ("LinePanel", [("card_header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)",
                     "card_header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)")]),

@@ -250,9 +250,14 @@ class SweepPanel(QWidget):
         form.addRow(row)
 
         self.plot = pg.PlotWidget(background="w")
-        self.plot.setLabel("left", "speedup vs target alone")
+        self.plot.setLabel("left", "speedup (×)")
         self.plot.setLabel("bottom", "K")
-        self.plot.addLegend(offset=(-10, -10))  # bottom right: clear of the best mark
+        # The key above the plot, not a legend inside it: inside, it covered points wherever
+        # the speedup fell with K (the bundled pair on a busy CPU) or the best mark.
+        self.plot.setTitle("Speedup over the target alone:&nbsp;&nbsp;"
+                           f"<span style='color:{BLUE}'>● measured (geomean)</span>"
+                           f"&nbsp;&nbsp;&nbsp;<span style='color:{ORANGE}'>□ predicted "
+                           "E[tok/round] ÷ (K·c + v)</span>", size="10pt")
         self.plot.showGrid(y=True, alpha=0.2)
         self.measured = self.plot.plot([], [], pen=pg.mkPen(BLUE, width=3), symbol="o",
                                        symbolBrush=BLUE, name="measured (geomean)")
@@ -394,6 +399,9 @@ class SweepPanel(QWidget):
         self.predicted.setData([x for x, _ in pred], [y for _, y in pred])
         alpha = [(k, r.alpha) for k, r in zip(ks, rows, strict=True) if r.runs]
         self.alpha.setData([x for x, _ in alpha], [y for _, y in alpha])
+        ticks = [[(k, str(k)) for k in sorted(set(ks))]]  # K is whole: no 1.5 or 2.5
+        self.plot.getAxis("bottom").setTicks(ticks)
+        self.alpha_plot.getAxis("bottom").setTicks(ticks)
         if result.best is not None:
             b = rows[result.best]
             self.best.setData([b.k], [b.speedup])
