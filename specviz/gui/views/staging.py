@@ -21,7 +21,7 @@ from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
-from specviz.core.events import Round
+from specviz.core.events import DraftPosition, Round
 from specviz.gui.look.style import (
     FATES,
     PLOT_POINT_SIZE,
@@ -351,19 +351,9 @@ class Stager:
         bars.header.setText(f"<b>Round {rnd.index + 1}</b>, step {self.index + 1} of "
                             f"{len(self.phases)} (PgDn / PgUp)")
         bars.header.hide()
-        self.panel.step_label.setText(f"Round {rnd.index + 1} · {self.index + 1}/"
-                                      f"{len(self.phases)}")
-        self.panel.step_label.setToolTip("PgDn / → / Space: next step · PgUp / ←: back")
-        self.panel.caption.setText(phase.caption)
-        if phase.name == "test":
-            d = [x for x in rnd.drafted if x.status != "discarded"][phase.tested - 1]
-            self.panel.rline.set(d.ratio, d.r, d.status == "accepted")
-            self.panel.rline.show()
-        else:
-            self.panel.rline.set(None, None, False)
-            self.panel.rline.hide()
-        if self.on_phase is not None:
-            self.on_phase(rnd, phase, self.at_end)
+        tested = ([x for x in rnd.drafted if x.status != "discarded"][phase.tested - 1]
+                  if phase.name == "test" else None)
+        self._show_phase(rnd, phase, tested)
 
     def _draw_tree(self, rnd: Round, phase: Phase) -> None:
         """The phase in the tree: as much as it has revealed, the sibling under test ringed."""
@@ -379,14 +369,18 @@ class Stager:
         tree.show()
         tree.show_round(rnd, reveal=reveal, current=current)
         tree.header.hide()  # the caption line says where we are: the tree gets the room
+        self.panel.rline.theme = tree.theme  # type: ignore[attr-defined]
+        self._show_phase(rnd, phase, rnd.drafted[current] if current is not None else None)
+
+    def _show_phase(self, rnd: Round, phase: Phase, tested: DraftPosition | None) -> None:
+        """What every phase shows below the bars or the tree, chain or tree alike: the step
+        count, the caption, and the r line of the draft under test (``tested``), if any."""
         self.panel.step_label.setText(f"Round {rnd.index + 1} · {self.index + 1}/"
                                       f"{len(self.phases)}")
         self.panel.step_label.setToolTip("PgDn / → / Space: next step · PgUp / ←: back")
         self.panel.caption.setText(phase.caption)
-        self.panel.rline.theme = tree.theme  # type: ignore[attr-defined]
-        if current is not None:
-            d = rnd.drafted[current]
-            self.panel.rline.set(d.ratio, d.r, d.status == "accepted")
+        if tested is not None:
+            self.panel.rline.set(tested.ratio, tested.r, tested.status == "accepted")
             self.panel.rline.show()
         else:
             self.panel.rline.set(None, None, False)
