@@ -129,6 +129,22 @@ def plot_problems(view: pg.GraphicsView, where: str) -> list[str]:
     return problems
 
 
+def drawn_tick_labels(axis: pg.AxisItem) -> list[tuple[float, float, str]]:
+    """(start, end, text) of each tick label pyqtgraph draws on ``axis`` as it is now (along
+    the axis: left and right on a horizontal one), in order."""
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)  # text metrics need an active painter
+    try:
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    if specs is None:
+        return []
+    horizontal = axis.orientation in ("bottom", "top")
+    return sorted((r.left(), r.right(), s) if horizontal else (r.top(), r.bottom(), s)
+                  for r, _, s in specs[2])
+
+
 def axis_problems(axis: pg.AxisItem, label: str) -> list[str]:
     problems: list[str] = []
     if axis.label.isVisible() and axis.labelText:
@@ -202,5 +218,5 @@ def window_problems(window: QMainWindow, screen: tuple[int, int],
     return problems
 
 
-__all__ = ["axis_problems", "label_problems", "plot_problems", "scroll_problems",
-           "widget_problems", "window_problems"]
+__all__ = ["axis_problems", "drawn_tick_labels", "label_problems", "plot_problems",
+           "scroll_problems", "widget_problems", "window_problems"]

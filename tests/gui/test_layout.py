@@ -40,7 +40,7 @@ from specviz.gui.geometry import first_geometry
 from specviz.gui.views.stats import POS_TITLE
 from specviz.gui.views.zoom import Zoom
 from specviz.gui.windows.app import MainWindow
-from tests.gui.layout_check import window_problems
+from tests.gui.layout_check import drawn_tick_labels, window_problems
 from tests.plain import plain
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
@@ -195,11 +195,14 @@ def test_speed_captions_stay_on_their_lines(make_window, size) -> None:
 def test_empty_plots_have_whole_number_axes(make_window) -> None:
     window = make_window(SIZES[0])
     acc = window.run_view.acceptance
-    for plot in (acc.rate_plot, acc.hist_plot, acc.pos_plot):
+    for plot in (acc.hist_plot, acc.pos_plot):
         for side in ("bottom",) if plot is not acc.hist_plot else ("bottom", "left"):
             levels = plot.getAxis(side)._tickLevels  # noqa: SLF001
             assert levels, (plot.titleLabel.text, side)
             assert all(float(v).is_integer() and s == str(int(v)) for v, s in levels[0])
+    for plot in (acc.rate_plot, acc.k_plot):  # rounds: as many as fit (stats.RoundAxis)
+        drawn = [s for _, _, s in drawn_tick_labels(plot.getAxis("bottom"))]
+        assert len(drawn) >= 2 and all(s.isdigit() for s in drawn), drawn
 
 
 def test_first_launch_fits_the_screen() -> None:

@@ -73,6 +73,57 @@ def integer_ticks(top: float, most: int = 4, first: int = 0,
     return [(v, str(v)) for v in range(first, last + 1, step)]
 
 
+class RoundAxis(pg.AxisItem):  # type: ignore[misc]
+    """An x axis of rounds: whole numbers 1-2-5 apart, as many as fit with a gap between them.
+
+    Fixed ticks (six from 1 whatever the width) ran together on a narrow plot in projector
+    type: "11162126" for 1, 6, …, 26. The spacing follows the axis' width and tick font, so a
+    zoom, a resize or 400 rounds never crowd it.
+    """
+
+    GAP_DIGITS = 2.0  # the least room between two labels, in the font's digit widths
+
+    def tickValues(self, minVal: float, maxVal: float,  # noqa: N802, N803 - pyqtgraph's
+                   size: float) -> list[tuple[float, list[float]]]:
+        lo, hi = sorted((minVal, maxVal))
+        first, last = max(1, math.ceil(lo)), math.floor(hi)
+        # The axis' length in the font's (logical) pixels: ``size`` is in device pixels.
+        length = self.geometry().width() or size
+        if last < first or hi - lo <= 0 or length <= 0:
+            return [(1.0, [])]
+        metrics = QFontMetricsF(self.style["tickFont"] or QFont())
+        digit = metrics.horizontalAdvance("0")
+        px = length / (hi - lo)  # pixels per round
+
+        def x(v: int) -> float:
+            return (v - lo) * px
+
+        def width(v: int) -> float:
+            return metrics.horizontalAdvance(str(v))
+
+        def apart(a: int, b: int) -> bool:  # room for both half labels and the gap
+            return x(b) - x(a) >= (width(a) + width(b)) / 2 + self.GAP_DIGITS * digit
+
+        widest = width(last)
+        step = next(m * 10**e for e in range(12) for m in (1, 2, 5)
+                    if m * 10**e * px >= widest + self.GAP_DIGITS * digit)
+        if step == 2:  # odd rounds: 1, 3, 5 (2, 4 would leave out where the rounds start)
+            values = list(range(first + (first + 1) % 2, last + 1, 2))
+        else:
+            values = list(range(-(-first // step) * step, last + 1, step))
+        if first not in values and (not values or apart(first, values[0])):
+            values.insert(0, first)  # "1": where the rounds start
+        # A label may reach half a digit past the axis' ends (into the margin), no further:
+        # pyqtgraph drops one past 15 px, and a long one would reach the next plot's axis.
+        values = [v for v in values if x(v) - width(v) / 2 >= -digit / 2
+                  and x(v) + width(v) / 2 <= length + digit / 2]
+        return [(float(step), [float(v) for v in values])]
+
+    def tickStrings(self, values: list[float], scale: float,  # noqa: N802 - pyqtgraph's
+                    spacing: float) -> list[str]:
+        return [str(round(v)) for v in values]
+
+
 def rate_title(theme: Theme) -> str:
     return (f"Kept ÷ drafted: <span style='color:{theme.line}'>━ total</span>"
             f" <span style='color:{theme.points}'>● per round</span>")
@@ -89,7 +140,8 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         self.setBackground("w")
         font = QFont()
         font.setPointSize(PLOT_POINT_SIZE - 1)
-        self.rate_plot = self.addPlot(row=0, col=0, colspan=2)
+        self.rate_plot = self.addPlot(row=0, col=0, colspan=2,
+                                      axisItems={"bottom": RoundAxis("bottom")})
         # Titles say what the axes are: axis captions would take rows the plots need.
         _style_plot(self.rate_plot, font, rate_title(LIGHT))
         self.rate_plot.setYRange(0, 1.05, padding=0)
@@ -127,7 +179,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         for plot in (self.rate_plot, self.pos_plot):  # few ticks: the plots are short
             plot.getAxis("left").setTicks([[(0, "0"), (0.5, ".5"), (1, "1")], []])
         # K chosen each round (the K policies change it) and α split by drafter.
-        self.k_plot = self.addPlot(row=0, col=2)
+        self.k_plot = self.addPlot(row=0, col=2, axisItems={"bottom": RoundAxis("bottom")})
         _style_plot(self.k_plot, font, "K / round")
         for item in list(self.k_plot.items):  # K is a count: no 0.5 / 1 lines
             if isinstance(item, pg.InfiniteLine):
@@ -278,9 +330,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         if shown == self._n:
             return
         self._n = shown
-        self.rate_plot.setXRange(0.5, shown + 0.5, padding=0)
-        self.rate_plot.getAxis("bottom").setTicks(
-            [integer_ticks(shown, most=8, first=1, cover=False), []])
+        self.rate_plot.setXRange(0.5, shown + 0.5, padding=0)  # labels: RoundAxis
 
     def _set_count_axis(self, top: float) -> None:
         ticks = self._ends(integer_ticks(top, most=3))
@@ -327,9 +377,7 @@ class AcceptanceView(pg.GraphicsLayoutWidget):  # type: ignore[misc]
         n = max(len(ks), 5)
         if n != self._k_rounds:  # a redraw with no new round leaves the axis be
             self._k_rounds = n
-            self.k_plot.setXRange(0.5, n + 0.5, padding=0)
-            self.k_plot.getAxis("bottom").setTicks(
-                [integer_ticks(n, most=6, first=1, cover=False), []])
+            self.k_plot.setXRange(0.5, n + 0.5, padding=0)  # labels: RoundAxis
         top = max([*ks, record.k, 1])
         if top != self._k_top:
             self._k_top = top
