@@ -199,13 +199,34 @@ def _base() -> Settings:
     return Settings()  # the options table's defaults (core/options.py)
 
 
-class SweepPanel(QWidget):
-    """K list, prompts, repeats; Run / Cancel / Save PNG; progress; the plot; the table."""
+class JobPanel(QWidget):
+    """A tab whose runs go to the window's worker: its Run and Cancel buttons, and the job it
+    asks for (``requested``). One job runs at a time: the window disables every Run button
+    while one does, and calls ``ended`` on the panel whose job it was."""
 
     requested = Signal(object)
 
-    def __init__(self) -> None:
+    def __init__(self, run_text: str) -> None:
         super().__init__()
+        self.run_button = QPushButton(run_text)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+
+    def running(self, on: bool) -> None:
+        """Cancel while this panel's job runs, Run otherwise."""
+        self.run_button.setEnabled(not on)
+        self.cancel_button.setEnabled(on)
+
+    def ended(self, cancelled: bool) -> None:
+        """The job ended (finished, cancelled or failed): what it leaves on show."""
+        self.running(False)
+
+
+class SweepPanel(JobPanel):
+    """K list, prompts, repeats; Run / Cancel / Save PNG; progress; the plot; the table."""
+
+    def __init__(self) -> None:
+        super().__init__("Run sweep")
         self.ks = QLineEdit("1,2,3,4,6,8")
         self.prompts = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompts.setPlaceholderText("one prompt per line")
@@ -218,9 +239,6 @@ class SweepPanel(QWidget):
         self.settle.setToolTip("With 3 repeats or more: stop repeating a K once its speedup has "
                                "varied by at most this much on every prompt over its first 2+ "
                                "repeats; the others go on, interleaved as before")
-        self.run_button = QPushButton("Run sweep")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
         self.export_button = QPushButton("Save PNG…")
         self.export_button.setEnabled(False)
         self.save_button = QPushButton("Save JSON…")
@@ -364,10 +382,6 @@ class SweepPanel(QWidget):
         self.running(True)
         self.requested.emit(job)
 
-    def running(self, on: bool) -> None:
-        self.run_button.setEnabled(not on)
-        self.cancel_button.setEnabled(on)
-
     def add(self, sample: Sample) -> None:
         """One more run: update the figures, the plot and the time left."""
         self.samples.append(sample)
@@ -421,7 +435,7 @@ class SweepPanel(QWidget):
                 self.table.setItem(i, j, item)
 
     def ended(self, cancelled: bool) -> None:
-        self.running(False)
+        super().ended(cancelled)
         done = len(self.samples)
         self.status.setText(f"Cancelled after {done}/{self.total} runs: the figures are of "
                             "those (Resume runs the rest)." if cancelled else
@@ -459,14 +473,13 @@ class SweepPanel(QWidget):
         sweep_png(self.result, path)
 
 
-class LinePanel(QWidget):
+class LinePanel(JobPanel):
     """Up to four configurations; lanes replayed on one clock; the end card."""
 
-    requested = Signal(object)
     TICK_MS = 40
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__("Run lineup")
         self.prompt = QLineEdit(DEFAULT_PROMPT)
         defaults = ["k=2 drafter=model k_policy=fixed", "k=8 drafter=model k_policy=fixed",
                     "k_policy=cost", ""]
@@ -475,9 +488,6 @@ class LinePanel(QWidget):
             edit.setPlaceholderText("key=value … (draft=PATH for another draft model; "
                                     "empty: no lane)")
         self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
-        self.run_button = QPushButton("Run lineup")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
         self.replay_button = QPushButton("Replay on one clock")
         self.replay_button.setEnabled(False)
         self.open_button = QPushButton("Open…")
@@ -576,10 +586,6 @@ class LinePanel(QWidget):
         self.running(True)
         self.requested.emit(job)
 
-    def running(self, on: bool) -> None:
-        self.run_button.setEnabled(not on)
-        self.cancel_button.setEnabled(on)
-
     def add(self, event: Event) -> None:
         """A lane's event as it runs: its bar fills (the live run, before the replay)."""
         self.events.append(event)
@@ -598,7 +604,7 @@ class LinePanel(QWidget):
             self.status.setText(event.message)
 
     def ended(self, cancelled: bool) -> None:
-        self.running(False)
+        super().ended(cancelled)
         self.lineup = as_lineup(self.events)
         if self.lineup is None or not self.lineup.complete:
             self.status.setText("Cancelled: no lineup to replay." if cancelled else
@@ -871,14 +877,12 @@ class DiagnosePanel(QWidget):
         return "<br>".join(lines) + (f"<br>… and {more} more" if more > 0 else "")
 
 
-class SetPanel(QWidget):
+class SetPanel(JobPanel):
     """A prompt file run beside the target alone: progress, Cancel, the table by category
     (filled as prompts finish), exported as CSV, Markdown or PNG."""
 
-    requested = Signal(object)
-
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__("Run set")
         self.path = QLineEdit()
         self.path.setPlaceholderText("a prompt file: one prompt per line, or Spec-Bench's "
                                      "question.jsonl")
@@ -891,9 +895,6 @@ class SetPanel(QWidget):
                         QLineEdit("drafter=model k=4 k_policy=fixed")]
         for edit in self.configs:
             edit.setPlaceholderText("key=value … (empty: none)")
-        self.run_button = QPushButton("Run set")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
         self.resume_button = QPushButton("Resume")
         self.resume_button.setEnabled(False)
         self.resume_button.setToolTip("Run only the prompts a cancelled set has not (same "
@@ -1035,10 +1036,6 @@ class SetPanel(QWidget):
         self.running(True)
         self.requested.emit(job)
 
-    def running(self, on: bool) -> None:
-        self.run_button.setEnabled(not on)
-        self.cancel_button.setEnabled(on)
-
     @property
     def done(self) -> int:
         """Prompts finished, skipped ones included (a prompt's results arrive together)."""
@@ -1090,7 +1087,7 @@ class SetPanel(QWidget):
             button.setEnabled(bool(self.rows))
 
     def ended(self, cancelled: bool) -> None:
-        self.running(False)
+        super().ended(cancelled)
         done = self.done
         skipped = (f" {self.skipped[0].upper()}{self.skipped[1:].rstrip('.')}."
                    if self.skipped else "")  # the reason's own full stop, not two
@@ -1206,7 +1203,7 @@ class ExploreWindow(QMainWindow):
         self.set_requested.emit(job)
 
     @property
-    def panels(self) -> tuple[SweepPanel, LinePanel, SetPanel]:
+    def panels(self) -> tuple[JobPanel, ...]:
         """The panels that run on the worker (one at a time)."""
         return self.sweep_panel, self.lineup_panel, self.set_panel
 
