@@ -8,8 +8,9 @@
 
 Runs a sweep (K 1,2,4 on two short prompts, 16 tokens), a three-lane lineup (K 2, K 4, the
 cost policy; 24 tokens) and a prompt set (4 prompts in 2 categories, written to a temporary
-JSONL here), then shows the lineup in the Diagnose tab, and saves sweep.png, lineup.png (the
-replay half way), lineup-end.png, promptset.png and diagnose.png; prints their paths.
+JSONL here), then shows the lineup in the Diagnose tab and runs the prompt set there, and
+saves sweep.png, lineup.png (the replay half way), lineup-end.png, promptset.png,
+diagnose.png and diagnose-set.png; prints their paths.
 Each step has its own time limit; running past it ends the script with one message.
 """
 
@@ -109,7 +110,8 @@ def take(out_dir: str | Path, tiny: bool = False, size: tuple[int, int] = SIZE,
     app = make_app()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    window = ExploreWindow(_loader(tiny))
+    # As the main window opens it: the Diagnose tab offers its rounds there (not followed here).
+    window = ExploreWindow(_loader(tiny), lambda *_: None)
     paths: list[Path] = []
     try:
         if maximized:  # a bare X server (Xvfb) has no window manager to do the maximising
@@ -158,12 +160,20 @@ def take(out_dir: str | Path, tiny: bool = False, size: tuple[int, int] = SIZE,
             _run(app, window, pset.run_button, timeout_s, "the prompt set")
             paths.append(_grab(window, out / "promptset.png", app))
 
-        diagnose = window.diagnose_panel
-        tabs.setCurrentWidget(diagnose)
-        diagnose.use_lineup_button.click()
-        if diagnose.tokens.rowCount():
-            diagnose.tokens.setCurrentCell(0, 0)  # the rounds of the token rejected most
-        paths.append(_grab(window, out / "diagnose.png", app))
+            diagnose = window.diagnose_panel
+            tabs.setCurrentWidget(diagnose)
+            diagnose.use_lineup_button.click()
+            if diagnose.tokens.rowCount():
+                diagnose.tokens.setCurrentCell(0, 0)  # the rounds of the token rejected most
+            paths.append(_grab(window, out / "diagnose.png", app))
+
+            diagnose.path.setText(str(prompt_file))  # the same prompts, diagnosed at T 0.8
+            diagnose.per_category.setValue(0)
+            diagnose.new_tokens.setValue(set_tokens)
+            _run(app, window, diagnose.run_button, timeout_s, "the prompts in Diagnose")
+            if diagnose.tokens.rowCount():
+                diagnose.tokens.setCurrentCell(0, 0)
+            paths.append(_grab(window, out / "diagnose-set.png", app))
         return paths
     finally:
         window.close()

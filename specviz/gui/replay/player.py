@@ -183,9 +183,9 @@ class Replayer(QObject):
         self._begin(name, live=True)
         self._start_job(ReadJob(stream, None, name, True, 0.0, self._wake))
 
-    def start(self, events: list[Event]) -> None:
-        """Replay events already in memory (checked by whoever built them)."""
-        self._begin("events", live=self.interval_ms == 0)
+    def start(self, events: list[Event], name: str = "events") -> None:
+        """Replay events already in memory (checked by whoever built them), called ``name``."""
+        self._begin(name, live=self.interval_ms == 0)
         self._add(events)
         self._ended = True
         self._resume()

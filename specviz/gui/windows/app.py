@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from specviz.core.errors import InputError
-from specviz.core.events import RunFailed, Settings, to_json
+from specviz.core.events import Event, RunFailed, Settings, to_json
 
 # Not specviz.core.models: that imports torch (~3 s), which the load thread does instead.
 from specviz.core.presets import PRESETS
@@ -384,13 +384,24 @@ class MainWindow(QMainWindow):
         if window is None or window.pair_spec != spec:
             if window is not None:
                 window.close()
-            window = self.explore_window = ExploreWindow(load)
+            window = self.explore_window = ExploreWindow(load, self.show_recorded_round)
             window.pair_spec = spec
             area = available(self)
             window.resize(min(1280, area.width()), min(800, area.height()))
         window.show()
         window.raise_()
         window.activateWindow()
+
+    def show_recorded_round(self, events: list[Event], index: int, name: str) -> None:
+        """Replay one run's ``events`` up to its round ``index`` (0-based) and pause there, in
+        front: where the Explore window's Diagnose tab points (a token it rejected)."""
+        self.replayer.start(list(events), name)
+        self.replayer.pause()
+        self.replayer.seek(index + 1)
+        if self.isMinimized():
+            self.showNormal()
+        self.raise_()
+        self.activateWindow()
 
     def play_or_run(self) -> None:
         """F5: play the recording on screen (until its end); otherwise run the model."""

@@ -10,7 +10,9 @@ writes it as the resumable JSON of ``specviz-explore sweep``). A lineup runs its
 after the other, then replays them side by side on one clock from their own timestamps,
 and ranks them by measured speed. A prompt set (one prompt per line, or Spec-Bench's JSON
 lines) runs each prompt beside the target alone and fills its table by category as prompts
-finish; Cancel keeps the prompts done.
+finish; Cancel keeps the prompts done. The Diagnose tab reads a recording, the lineup, or a
+prompt file it runs itself (read as the Prompt set tab reads one), and, opened from the main
+window, replays there the round a rejected token points at.
 """
 
 from __future__ import annotations
@@ -99,6 +101,27 @@ class SetJob:
     done: frozenset[PromptItem] = frozenset()  # prompts a resumed set keeps (not run again)
 
 
+@dataclass(frozen=True)
+class DiagnoseJob:
+    items: tuple[PromptItem, ...]
+    settings: Settings  # one speculative run per prompt
+
+
+PROMPT_FILES = "Prompt files (*.txt *.jsonl);;All files (*)"
+
+
+def read_prompt_items(path: str, per_category: int) -> list[PromptItem]:
+    """The prompts a prompt-file field names, as the Prompt set and Diagnose tabs read them:
+    one per line or Spec-Bench's question.jsonl, the first ``per_category`` of each category
+    (0: all). PromptSetError says what is wrong, an empty field included."""
+    from specviz.core.promptset import pick, read_prompts
+
+    if not path.strip():
+        raise PromptSetError("Choose a prompt file (one prompt per line, or Spec-Bench's "
+                             "question.jsonl).")
+    return pick(read_prompts(path.strip()), per_category or None)
+
+
 def _pick_recording(parent: QWidget, title: str) -> str:
     """A recording's path from the file dialog ("" when cancelled)."""
     path, _ = QFileDialog.getOpenFileName(parent, title, "",
@@ -118,13 +141,15 @@ def _read_or_say(path: str, status: QLabel) -> list[Event] | None:
 
 
 class ExploreWorker(QObject):
-    """Loads the pair once, then runs sweeps and lineups; lives on its own QThread."""
+    """Loads the pair once, then runs sweeps, lineups, prompt sets and the Diagnose tab's
+    prompts; lives on its own QThread."""
 
     loaded = Signal(str)
     sampled = Signal(object)  # a sweep's Sample
     yielded = Signal(object)  # a lineup's Event
     compared = Signal(object)  # a prompt set's PromptOutcome (one prompt: results or skipped)
-    finished = Signal(str)  # "sweep", "lineup" or "set"
+    recorded = Signal(object)  # a diagnosed prompt's run: its events (a list)
+    finished = Signal(str)  # "sweep", "lineup", "set" or "diagnose"
     failed = Signal(str)
 
     def __init__(self, load: Callable[[], Any]) -> None:
@@ -193,6 +218,21 @@ class ExploreWorker(QObject):
                                   stop=self.stop, done=job.done)
 
         self._stream("set", outcomes, self.compared)
+
+    @Slot(object)
+    def run_diagnose(self, job: DiagnoseJob) -> None:
+        from specviz.core.engine import SpeculativeDecoder, chat_prompt, guarded
+
+        def runs() -> Iterable[Any]:
+            for item in job.items:
+                prompt = chat_prompt(self.pair.tokenizer, item.text)
+                events = list(guarded(SpeculativeDecoder(self.pair, job.settings)
+                                      .run(prompt, self.stop)))
+                if self.stop.is_set():  # cut short: only whole runs are diagnosed
+                    return
+                yield events
+
+        self._stream("diagnose", runs, self.recorded)
 
 
 def _base() -> Settings:
@@ -739,21 +779,52 @@ class LinePanel(JobPanel):
             self.timer.stop()
 
 
-class DiagnosePanel(QWidget):
-    """Where the draft goes wrong in a recording (or the lineup just run): the tokens rejected
-    most, acceptance against q(x) beside the diagonal, by position; a row shows its rounds."""
+class DiagnosePanel(JobPanel):
+    """Where the draft goes wrong in a recording, the lineup just run, or a prompt file run
+    here (read as the Prompt set tab reads it; one speculative run per prompt): the tokens
+    rejected most, acceptance against q(x) beside the diagonal, by position. A row lists the
+    rounds where its token was rejected; given ``show_round`` (the main window's), each of
+    them opens there, replayed up to that round and paused."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, show_round: Callable[[list[Event], int, str], None] | None = None
+                 ) -> None:
+        super().__init__("Run prompts")
+        self.show_round = show_round
         self.open_button = QPushButton("Open recording…")
         self.use_lineup_button = QPushButton("Use the lineup")
-        self.status = QLabel("Open a recording (a run, a race, a lineup) or use the lineup "
-                             "run in the Lineup tab.")
+        self.status = QLabel("Open a recording (a run, a race, a lineup), use the lineup run in "
+                             "the Lineup tab, or run a prompt file here.")
         self.status.setWordWrap(True)
         top = QHBoxLayout()
         top.addWidget(self.status, 1)
         top.addWidget(self.use_lineup_button)
         top.addWidget(self.open_button)
+        self.path = QLineEdit()
+        self.path.setPlaceholderText("a prompt file: one prompt per line, or Spec-Bench's "
+                                     "question.jsonl")
+        self.browse_button = QPushButton("Choose…")
+        self.per_category = QSpinBox(minimum=0, maximum=10_000, value=2)
+        self.per_category.setSpecialValueText("all")
+        self.per_category.setToolTip("The first N prompts of each category (0: all of them)")
+        self.new_tokens = QSpinBox(minimum=8, maximum=512, value=64)
+        # T > 0 by default: at T = 0 the draft's q is one-hot, the calibration plot one point.
+        self.config = QLineEdit("drafter=model k=4 k_policy=fixed temperature=0.8")
+        self.config.setPlaceholderText("key=value … (e.g. k=4)")
+        self.config.setToolTip("How each prompt runs: key=value pairs, as in the Prompt set tab")
+        form = QFormLayout()
+        file_row = QHBoxLayout()
+        file_row.addWidget(self.path, 1)
+        file_row.addWidget(self.browse_button)
+        file_row.addWidget(QLabel("Per category"))
+        file_row.addWidget(self.per_category)
+        form.addRow("Prompt file", file_row)
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.config, 1)
+        run_row.addWidget(QLabel("New tokens"))
+        run_row.addWidget(self.new_tokens)
+        run_row.addWidget(self.run_button)
+        run_row.addWidget(self.cancel_button)
+        form.addRow("Configuration", run_row)
         self.tokens = QTableWidget(0, 5)
         self.tokens.setHorizontalHeaderLabels(["token", "rejected", "tested", "mean p(x)",
                                                "mean q(x)"])
@@ -765,10 +836,16 @@ class DiagnosePanel(QWidget):
         self._fit_tokens()
         self.tokens.verticalHeader().setVisible(False)
         self.tokens.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.detail = QLabel("Click a token to see the rounds where it was rejected.")
+        self.detail = QLabel(self.HINT)
         self.detail.setWordWrap(True)
         self.detail.setTextFormat(Qt.TextFormat.RichText)
         self.detail.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.detail.linkActivated.connect(self._on_detail_link_activated)
+        self.show_button = QPushButton("Show in the main window")
+        self.show_button.setToolTip("The main window replays the run up to the first round "
+                                    "listed and pauses there (each round listed is a link too)")
+        self.show_button.setVisible(show_round is not None)
+        self.show_button.setEnabled(False)
         self.calibration = pg.PlotWidget(background="w")
         self.calibration.setLabel("bottom", "draft's confidence q(x)")
         self.calibration.setLabel("left", "P(kept)")
@@ -785,10 +862,15 @@ class DiagnosePanel(QWidget):
         self.positions.addItem(self.position_bars)
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.tokens)
+        rounds = QWidget()
+        rounds_layout = QVBoxLayout(rounds)
+        rounds_layout.setContentsMargins(0, 0, 0, 0)
         detail_scroll = QScrollArea()  # a token rejected in many rounds lists them all
         detail_scroll.setWidgetResizable(True)
         detail_scroll.setWidget(self.detail)
-        left.addWidget(detail_scroll)
+        rounds_layout.addWidget(detail_scroll, 1)
+        rounds_layout.addWidget(self.show_button)
+        left.addWidget(rounds)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.calibration)
         right.addWidget(self.positions)
@@ -797,11 +879,21 @@ class DiagnosePanel(QWidget):
         body.addWidget(right)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addLayout(form)
         layout.addWidget(body, 1)
         self.events: list[Event] = []
         self.rows: list[Any] = []
+        self.name = ""  # what the events are (a file's name, "the lineup")
+        self.run_names: list[str] = []  # each run's own name, where known (a prompt's)
+        self.items: tuple[PromptItem, ...] = ()  # the prompts being run
+        self._summary = ""  # the status line of what is shown (a run's end restores it)
         self.open_button.clicked.connect(self._on_open_clicked)
+        self.browse_button.clicked.connect(self._on_browse_clicked)
+        self.run_button.clicked.connect(self._on_run_clicked)
+        self.show_button.clicked.connect(self._on_show_clicked)
         self.tokens.currentCellChanged.connect(self._on_tokens_current_cell_changed)
+
+    HINT = "Click a token to see the rounds where it was rejected."
 
     def _fit_tokens(self) -> None:
         """The token table's pane as wide as its columns need (at most 480 px: a longer token
@@ -824,16 +916,85 @@ class DiagnosePanel(QWidget):
         self.show_events(events, Path(path).name)
         return True
 
-    def show_events(self, events: Sequence[Event], name: str) -> None:
+    # -- a prompt file, run here -------------------------------------------------------------
+
+    def _on_browse_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", "", PROMPT_FILES)
+        if path:
+            self.path.setText(path)
+
+    def job(self) -> DiagnoseJob | None:
+        """The prompts and the run the fields ask for, or None (the reason in the status)."""
+        from specviz.core.errors import InputError
+        from specviz.explore_cli import parse_config
+
+        try:
+            items = read_prompt_items(self.path.text(), self.per_category.value())
+        except PromptSetError as exc:
+            self.status.setText(str(exc))
+            return None
+        base = replace(_base(), max_new_tokens=self.new_tokens.value())
+        try:
+            settings = parse_config(self.config.text(), base)
+        except InputError as exc:
+            self.status.setText(f"Configuration: {exc}")
+            return None
+        return DiagnoseJob(tuple(items), settings)
+
+    def _on_run_clicked(self) -> None:
+        job = self.job()
+        if job is None:
+            return
+        self.items = job.items
+        self.show_events([], Path(self.path.text().strip()).name, [])
+        self.status.setText(f"{self.name}: running {len(job.items)} prompts (the first loads "
+                            "the models)…")
+        self.running(True)
+        self.requested.emit(job)
+
+    def running(self, on: bool) -> None:
+        """While prompts run, what is shown is theirs: no recording or lineup replaces it."""
+        super().running(on)
+        self.open_button.setEnabled(not on)
+        self.use_lineup_button.setEnabled(not on)
+
+    def add_run(self, events: list[Event]) -> None:
+        """One prompt's run done: the figures and the table are of every run so far."""
+        item = self.items[len(self.run_names)] if len(self.run_names) < len(self.items) \
+            else None
+        names = [*self.run_names, f"prompt {item.id}, {item.category}" if item else "a run"]
+        self.show_events([*self.events, *events], self.name, names)
+        self.status.setText(f"{len(names)}/{len(self.items)} prompts: " + self.status.text())
+
+    def ended(self, cancelled: bool) -> None:
+        super().ended(cancelled)
+        done, total = len(self.run_names), len(self.items)
+        if cancelled:
+            self.status.setText(f"Cancelled after {done}/{total} prompts: the figures are of "
+                                f"those. {self._summary}")
+        elif done < total:  # the worker failed: its message is in the status line
+            self.status.setText(f"Stopped after {done}/{total} prompts: {self.status.text()}")
+        else:
+            self.status.setText(f"Done: {done} prompts. {self._summary}")
+
+    # -- what the events show ----------------------------------------------------------------
+
+    def show_events(self, events: Sequence[Event], name: str,
+                    run_names: Sequence[str] = ()) -> None:
+        """Diagnose ``events`` (one run or several) from ``name``; ``run_names``: each run's
+        own (a prompt's), else its settings name it."""
         from specviz.core.diagnose import diagnose
 
         d = diagnose(events)
         self.events = list(events)
+        self.name = name
+        self.run_names = list(run_names)
         self.rows = list(d.tokens)
         drafters = ", ".join(f"{n} α {k / t:.2f} ({k}/{t})" if t else n
                              for n, t, k in d.drafters)
-        self.status.setText(f"{name}: {d.tested} tested drafts" +
-                            (f"; by drafter: {drafters}" if drafters else ""))
+        self._summary = f"{name}: {d.tested} tested drafts" + \
+            (f"; by drafter: {drafters}" if drafters else "")
+        self.status.setText(self._summary)
         self.tokens.setRowCount(len(self.rows))
         for i, t in enumerate(self.rows):
             shown = t.text.replace("\n", "↵").replace(" ", "␣") or "∅"  # spaces seen
@@ -846,19 +1007,26 @@ class DiagnosePanel(QWidget):
         self._fit_tokens()
         bins = [b for b in d.calibration if b.tested]
         if bins and all(b.low >= 0.9 for b in bins):
-            self.status.setText(self.status.text() + ". At T = 0 (or with lookup) q is one-hot: "
-                                "the calibration plot needs a run at T > 0.")
+            self._summary += (". At T = 0 (or with lookup) q is one-hot: the calibration plot "
+                              "needs a run at T > 0.")
+            self.status.setText(self._summary)
         self.curve.setData([b.mean_q for b in bins], [b.acceptance for b in bins])
         self.position_bars.setOpts(x=list(range(1, len(d.positions) + 1)),
                                    height=[k / n if n else 0.0 for n, k in d.positions])
-        self.detail.setText("Click a token to see the rounds where it was rejected.")
+        self.detail.setText(self.HINT)
+        self.show_button.setEnabled(False)
 
     def _on_tokens_current_cell_changed(self, row: int, *_: int) -> None:
         if 0 <= row < len(self.rows):
             self.detail.setText(self.rounds_text(self.rows[row]))
+            self.show_button.setEnabled(bool(self.rows[row].rounds))
+
+    def _run_name(self, run: int, label: str) -> str:
+        return self.run_names[run] if run < len(self.run_names) else label
 
     def rounds_text(self, token: Any) -> str:
-        """The rounds where ``token`` was rejected: the text before it, it struck, the fix."""
+        """The rounds where ``token`` was rejected: the text before it, it struck, the fix.
+        With ``show_round``, each round's heading links to it in the main window."""
         from html import escape
 
         from specviz.core.lineup import split_runs
@@ -871,10 +1039,37 @@ class DiagnosePanel(QWidget):
             side = runs[run]
             before = "".join(r.appended_text for r in side.rounds[:index])[-60:]
             rnd = side.rounds[index]
-            lines.append(f"<b>run {run + 1} ({escape(side.label)}), round {index + 1}:</b> "
-                         f"…{escape(before)}{lane_html([rnd])}")
+            heading = (f"run {run + 1} ({escape(self._run_name(run, side.label))}), "
+                       f"round {index + 1}")
+            if self.show_round is not None:
+                heading = f"<a href='round:{run}:{index}'>{heading}</a>"
+            lines.append(f"<b>{heading}:</b> …{escape(before)}{lane_html([rnd])}")
         more = len(token.rounds) - 12
         return "<br>".join(lines) + (f"<br>… and {more} more" if more > 0 else "")
+
+    # -- to the main window ------------------------------------------------------------------
+
+    def _on_show_clicked(self) -> None:
+        row = self.tokens.currentRow()
+        if 0 <= row < len(self.rows) and self.rows[row].rounds:
+            self.show_in_main(*self.rows[row].rounds[0])
+
+    def _on_detail_link_activated(self, link: str) -> None:
+        kind, _, where = link.partition(":")
+        run, _, index = where.partition(":")
+        if kind == "round" and run.isdigit() and index.isdigit():
+            self.show_in_main(int(run), int(index))
+
+    def show_in_main(self, run: int, index: int) -> None:
+        """The main window shows run ``run``'s events up to its round ``index`` (0-based)."""
+        from specviz.core.lineup import split_runs
+
+        runs = split_runs(self.events)
+        if self.show_round is None or not 0 <= run < len(runs):
+            return
+        side = runs[run]
+        self.show_round(side.events, index,
+                        f"{self.name}, run {run + 1} ({self._run_name(run, side.label)})")
 
 
 class SetPanel(JobPanel):
@@ -961,24 +1156,18 @@ class SetPanel(JobPanel):
         self.png_button.clicked.connect(lambda: self._save("PNG", "png", self.save_png))
 
     def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", "",
-                                              "Prompt files (*.txt *.jsonl);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", "", PROMPT_FILES)
         if path:
             self.path.setText(path)
 
     def job(self) -> SetJob | None:
         """The run the fields ask for, or None (the reason in the status line)."""
         from specviz.core.errors import InputError
-        from specviz.core.promptset import pick, read_prompts
         from specviz.explore_cli import config_label, parse_config
 
         path = self.path.text().strip()
-        if not path:
-            self.status.setText("Choose a prompt file (one prompt per line, or Spec-Bench's "
-                                "question.jsonl).")
-            return None
         try:
-            items = pick(read_prompts(path), self.per_category.value() or None)
+            items = read_prompt_items(path, self.per_category.value())
         except PromptSetError as exc:
             self.status.setText(str(exc))
             return None
@@ -1142,15 +1331,19 @@ class SetPanel(JobPanel):
 
 
 class ExploreWindow(QMainWindow):
-    """Sweep, Lineup, Prompt set and Diagnose tabs; sweeps, lineups and sets run on one
-    worker thread."""
+    """Sweep, Lineup, Prompt set and Diagnose tabs; what they run runs on one worker thread,
+    one job at a time."""
 
     sweep_requested = Signal(object)
     lineup_requested = Signal(object)
     set_requested = Signal(object)
+    diagnose_requested = Signal(object)
     ended = Signal()  # a sweep, lineup or set ended (finished, cancelled or failed): GUI thread
 
-    def __init__(self, load: Callable[[], Any]) -> None:
+    def __init__(self, load: Callable[[], Any],
+                 show_round: Callable[[list[Event], int, str], None] | None = None) -> None:
+        """``show_round(events, index, name)``: the main window replays one run up to its
+        round ``index``; the Diagnose tab's rounds open there (none: the window stands alone)."""
         super().__init__()
         self.setWindowTitle("specviz — explore")
         self.sweep_panel = SweepPanel()
@@ -1160,7 +1353,7 @@ class ExploreWindow(QMainWindow):
         tabs.addTab(self.lineup_panel, "Lineup")
         self.set_panel = SetPanel()
         tabs.addTab(self.set_panel, "Prompt set")
-        self.diagnose_panel = DiagnosePanel()
+        self.diagnose_panel = DiagnosePanel(show_round)
         tabs.addTab(self.diagnose_panel, "Where the draft goes wrong")
         self.diagnose_panel.use_lineup_button.clicked.connect(
             lambda: self.diagnose_panel.show_events(self.lineup_panel.events, "the lineup"))
@@ -1176,15 +1369,18 @@ class ExploreWindow(QMainWindow):
         self.sweep_requested.connect(self.worker.run_sweep)
         self.lineup_requested.connect(self.worker.run_lineup)
         self.set_requested.connect(self.worker.run_set)
+        self.diagnose_requested.connect(self.worker.run_diagnose)
         self.worker.sampled.connect(self.sweep_panel.add)
         self.worker.yielded.connect(self.lineup_panel.add)
         self.worker.compared.connect(self.set_panel.add)
+        self.worker.recorded.connect(self.diagnose_panel.add_run)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
         self.worker.loaded.connect(self.pair_label.setText)
         self.sweep_panel.requested.connect(self._start_sweep)
         self.lineup_panel.requested.connect(self._start_lineup)
         self.set_panel.requested.connect(self._start_set)
+        self.diagnose_panel.requested.connect(self._start_diagnose)
         for panel in self.panels:
             panel.cancel_button.clicked.connect(self.cancel)
         self.thread_.start()
@@ -1202,10 +1398,14 @@ class ExploreWindow(QMainWindow):
         self._begin()
         self.set_requested.emit(job)
 
+    def _start_diagnose(self, job: DiagnoseJob) -> None:
+        self._begin()
+        self.diagnose_requested.emit(job)
+
     @property
     def panels(self) -> tuple[JobPanel, ...]:
         """The panels that run on the worker (one at a time)."""
-        return self.sweep_panel, self.lineup_panel, self.set_panel
+        return self.sweep_panel, self.lineup_panel, self.set_panel, self.diagnose_panel
 
     def _begin(self) -> None:
         self.worker.stop.clear()
