@@ -9,11 +9,14 @@ target pass over K + 1 tokens, as a chain of K drafts is).
 For each prompt, interleaved (an order rotated per prompt, so a drifting load hits every row
 alike): the target alone, then per K policy each chain drafter and its tree. Per set and
 temperature it prints, per row, tokens per round, tokens/s, the geometric mean over prompts of
-tokens/s ÷ the target alone's, and the share of rounds that drafted a branching tree; then,
+tokens/s ÷ the target alone's, positions verified per token (1 + drafts per round, ÷ tokens),
+the share of rounds that drafted a branching tree; then,
 per pair, the tree ÷ the chain in tokens per round and in tokens/s (geometric means over
 prompts). At T = 0 it counts the prompts whose text is the target alone's ("same"). With
-the cost policy K is the most a round drafts (a tree's node cap), sized on the measured
-v(K + 1) each round. On a shared machine only the ratios mean anything.
+the cost policy, lookup-tree's K is its node cap, sized on the measured v(K + 1) each round;
+model-tree drafts the chain drafter's chain and puts a sibling beside it only where the
+policy predicts more tokens/s for the tree at the measured v(width) (a chain elsewhere). On
+a shared machine only the ratios mean anything.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Row:
     tokens: int = 0
     rounds: int = 0
     branched: int = 0  # rounds whose drafts formed a tree that is not a chain
+    positions: int = 0  # positions the target verified (1 + drafts, per round)
     wall_s: float = 0.0
     per_round: list[float] = field(default_factory=list)  # per prompt
     speed: list[float] = field(default_factory=list)  # tokens/s per prompt
@@ -58,21 +62,22 @@ def geomean(xs: list[float]) -> float:
 
 
 def run_once(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str
-             ) -> tuple[float, RunFinished, int, int]:
-    """(wall seconds, the finish, rounds, rounds that branched)."""
-    rounds = branched = 0
+             ) -> tuple[float, RunFinished, int, int, int]:
+    """(wall seconds, the finish, rounds, rounds that branched, positions verified)."""
+    rounds = branched = positions = 0
     t0 = time.perf_counter()
     done = None
     for event in decoder.run(prompt):
         if isinstance(event, Round):
             rounds += 1
+            positions += 1 + event.k
             branched += any(d.parent is not None and d.parent != d.index - 1
                             for d in event.drafted)
         elif isinstance(event, RunFinished):
             done = event
     wall = time.perf_counter() - t0
     assert done is not None
-    return wall, done, rounds, branched
+    return wall, done, rounds, branched, positions
 
 
 def main() -> None:
@@ -119,12 +124,13 @@ def main() -> None:
                                  k_policy="fixed" if name == "target alone" else p)
                     decoder = (AutoregressiveDecoder(pair, s) if name == "target alone"
                                else SpeculativeDecoder(pair, s))
-                    wall, done, n_rounds, branched = run_once(decoder, prompt)
+                    wall, done, n_rounds, branched, positions = run_once(decoder, prompt)
                     row = rows[name]
                     n = len(done.generated_ids)
                     row.tokens += n
                     row.rounds += n_rounds
                     row.branched += branched
+                    row.positions += positions
                     row.wall_s += wall
                     row.per_round.append(n / max(n_rounds, 1))
                     row.speed.append(n / wall)
@@ -140,11 +146,13 @@ def main() -> None:
                       file=sys.stderr, flush=True)
             print(f"\n{set_name}, T = {temperature:g} ({len(prompts)} prompts, "
                   f"{time.perf_counter() - t_start:.0f} s)")
-            print(f"  {'':<20} {'tok/r':>5}  {'tok/s':>7}  {'geomean':>7}  {'trees':>5}  same")
+            print(f"  {'':<20} {'tok/r':>5}  {'pos/t':>5}  {'tok/s':>7}  {'geomean':>7}  "
+                  f"{'trees':>5}  same")
             for name, row in rows.items():
                 same = f"{row.same}/{row.compared}" if row.compared else "-"
                 trees = f"{100 * row.branched / max(row.rounds, 1):4.0f}%"
                 print(f"  {name:<20} {row.tokens / max(row.rounds, 1):5.2f}  "
+                      f"{row.positions / max(row.tokens, 1):5.2f}  "
                       f"{row.tokens / row.wall_s:7.2f}  {geomean(row.ratios):6.2f}x  {trees}  "
                       f"{same:>4}")
             for p in policies:

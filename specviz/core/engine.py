@@ -131,7 +131,7 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
 
         t_draft = clock()
         # A stop cap: draft up to it while the policy's rule, asked after each draft, says go.
-        stop_rule = policy.stop_rule(plan, choice.stop_cap) if choice.stop_cap > 1 else None
+        stop_rule = policy.stop_rule(plan, choice.stop_cap) if choice.stop_cap > 0 else None
         most = choice.stop_cap if stop_rule is not None else choice.k
         proposal = drafter.propose(seq, most, rng, stop_rule) if choice.k > 0 else None
         drafts = list(proposal.tokens) if proposal is not None else []
@@ -191,7 +191,9 @@ def _loop(run: _Run, parts: Parts, mode: str, draws_scaled: bool, t0: float,
         tally.add_round(rnd)
         policy.observe(Outcome(plan, k, n_acc, t_verify - t_draft, t_done - t_verify, len(fed),
                                clock() - t_round,
-                               proposal.confidence if proposal is not None else ()))
+                               proposal.confidence if proposal is not None else (),
+                               tree.parents if tree is not None else None,
+                               verdict.statuses if tree is not None else ()))
         yield rnd
     tally.close(clock() - t0, target.calls, drafter.calls,
                 target.forward_time_s + drafter.forward_time_s)

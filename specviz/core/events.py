@@ -195,6 +195,10 @@ class Summary:
     # are never tested, so accepted / drafted (above) is lower: (α + … + α^K) / K.
     alpha: float = 0.0
     tested: int = 0  # drafts compared against p (accepted + rejected)
+    # Tree rounds: a position (a depth of the tree) counts one test in ``tested`` and α however
+    # many siblings were tested there (α per position, comparable with a chain's); these are
+    # the siblings tested after the first at a position.
+    siblings: int = 0
     # Counts behind the ratios above, so summaries of several runs add up (tally.Tally).
     reached_by_position: tuple[int, ...] = ()  # drafts tested at position i
     kept_by_position: tuple[int, ...] = ()  # drafts kept at position i

@@ -8,9 +8,9 @@ with a :class:`TargetRequest` and gets :class:`TargetOutputs`. p = target, q = d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -21,6 +21,26 @@ if TYPE_CHECKING:
 # one) -> whether to draft another. It may read only the draft's side (its tokens and q):
 # then K is a stopping time of the draft's own draws and the output law stays exactly p.
 GoOn = Callable[[int, float], bool]
+
+
+@runtime_checkable
+class Branching(Protocol):
+    """A GoOn that also says where a drafted chain gets a sibling (the cost policy's rule for a
+    plan that ``branches``: a model tree weighed against its own chain).
+
+    Asked as a GoOn while the chain (the tree's spine) is drafted, then once with the draft's
+    confidence in each spine draft and, per spine context (0: the committed text, i: after
+    spine draft i), the draft's expected confidence in a sibling there (None: q has no other
+    id). It answers with the contexts that get one. Both read only the draft's side and come
+    before any sibling is drawn, so the tree stays exact.
+    """
+
+    def __call__(self, drafted: int, confidence: float) -> bool:
+        ...
+
+    def branch(self, spine: Sequence[float],
+               siblings: Sequence[float | None]) -> tuple[int, ...]:
+        ...
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,9 @@ class Plan:
     # Each draft comes with the draft's confidence in it (Proposal.confidence), so a policy
     # may stop drafting by it (a stopping time of the draft's own draws).
     confident: bool = False
+    # The drafter drafts a chain by confidence and may put a sibling beside it where the draft
+    # is unsure (model-tree): a policy's stop rule may then be ``Branching``.
+    branches: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,10 @@ class Outcome:
     fed: int  # tokens the target's verify pass ran
     round_s: float  # the whole round, bookkeeping included
     confidence: tuple[float, ...] = ()  # the draft's confidence in each draft (model only)
+    # A tree round: each node's parent (-1: the committed text) and what verification did with
+    # it ("accepted", "rejected", "discarded": never tested); None / () for a chain.
+    parents: tuple[int, ...] | None = None
+    statuses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

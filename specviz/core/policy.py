@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .options import K_LIMIT  # the largest K any policy drafts
@@ -52,6 +52,11 @@ class StopRule(Protocol):
 
     def reason(self, k: int) -> str:
         """The round's reason once ``k`` tokens were drafted."""
+        ...
+
+    def branch(self, spine: Sequence[float],
+               siblings: Sequence[float | None]) -> tuple[int, ...]:
+        """Where a plan that ``branches`` puts a sibling beside its chain (plans.Branching)."""
         ...
 
 
@@ -345,6 +350,17 @@ class CostPolicy:
     follows a kept one of the last one's confidence; it drafts on while some m beats
     stopping. The rule reads only the draft's side, so K is a stopping time of the draft's own
     draws and the output law stays exactly p.
+
+    Tree or chain (a plan that ``branches``: model-tree): the chain is drafted by the same
+    rule, so it goes as deep as the chain drafter's; then each of its contexts may get one
+    sibling (a leaf). With a_i the α̂ of spine draft i's confidence, R_i = a_1 ⋯ a_i the
+    chance that context i is reached (R_0 = 1) and s_i the α̂ of a sibling there (learned
+    per bucket of the draft's expected confidence in it, prior its midpoint), a sibling at
+    context i adds R_i (1 − a_(i+1)) s_i tokens to the chain's 1 + R_1 + … + R_n and one
+    position to the verify pass. The m best siblings give (E_chain + their gains) /
+    (o + n·c + v(n + 1 + m)) tokens per second; the policy takes the m with the most, and
+    a chain (m = 0) unless a tree is faster. α̂ and the buckets learn from a tree round's
+    spine as from a chain (its siblings apart), so the chain is the chain drafter's.
     """
 
     name = "cost"
@@ -376,6 +392,11 @@ class CostPolicy:
         # come in runs (bundled pair, T = 0: 0.77 after a kept draft above 0.8, 0.6 below 0.6).
         self.by_confidence: dict[str, list[_Alpha]] = {}
         self.after: dict[str, list[_Alpha]] = {}
+        # Per key (model trees): P(a sibling kept | tested, the draft's expected confidence in
+        # it in this bucket).
+        self.siblings: dict[str, list[_Alpha]] = {}
+        self._whole = False  # this round's chain is drafted whole (a probe; K at its reach)
+        self._why = ""  # the last choice's reason
 
     def prior(self, plan: Plan) -> float:
         """α before any draft of this kind was tested: the drafter's own (per match length for
@@ -395,6 +416,13 @@ class CostPolicy:
         est = self.by_confidence.get(key, [])
         prior = (b + 0.5) / self.BUCKETS
         return (est[b] if est else _Alpha()).estimate(prior, self.PRIOR_STRENGTH)
+
+    def sibling_alpha(self, key: str, confidence: float) -> float:
+        """α̂ of a sibling the draft expected this confidence of (its bucket's estimate)."""
+        b = self._bucket(confidence)
+        est = self.siblings.get(key, [])
+        return (est[b] if est else _Alpha()).estimate((b + 0.5) / self.BUCKETS,
+                                                      self.PRIOR_STRENGTH)
 
     def next_alpha(self, plan: Plan, confidence: float) -> float:
         """α̂ of the next draft after a kept one made with this confidence."""
@@ -450,7 +478,8 @@ class CostPolicy:
             return Choice(0, why)
         if not self.costs.knows():
             k = min(_wanted(plan, self.k_start), _reach(plan, cap))
-            return Choice(k, f"no costs measured yet → K {k}")
+            self._whole, self._why = plan.branches and k > 0, f"no costs measured yet → K {k}"
+            return Choice(k, self._why, k if self._whole else 0)
         if not self.costs.knows(1):
             # The alternative to drafting is a plain step: measure its cost once, early.
             return Choice(0, "measuring a plain target step → K 0")
@@ -471,8 +500,11 @@ class CostPolicy:
         c = self.costs.draft_cost(plan) / v1
         who = "" if plan.key == plan.source else f"{plan.key}, "
         head = f"{probe}{who}α̂ {self.alpha(plan):.2f}, c {c:.2f}"
-        return Choice(k, f"{head}; {self._compared(rates, k)} → K {k}",
-                      stop_cap if stop_cap > k else 0)
+        why = f"{head}; {self._compared(rates, k)} → K {k}"
+        # A plan that branches drafts K whole through a rule too, which weighs the tree.
+        self._whole = plan.branches and k > 0 and stop_cap <= k
+        self._why = why
+        return Choice(k, why, k if self._whole else stop_cap if stop_cap > k else 0)
 
     def _compared(self, rates: list[float], k: int) -> str:
         """The figures behind K: its expected tokens/s and v (a pass of K + 1 tokens, in
@@ -500,11 +532,16 @@ class CostPolicy:
         return best, self.choose(best, cap)
 
     def stop_rule(self, plan: Plan, k: int) -> StopRule | None:
+        if plan.branches and k >= 1:
+            whole = self._whole or not self.CONFIDENCE_STOP
+            return _ConfidenceStop(self, plan, k, self._why if whole else None)
         if not self.CONFIDENCE_STOP or not plan.confident or k < 2:
             return None
         return _ConfidenceStop(self, plan, k)
 
     def observe(self, outcome: Outcome) -> None:
+        if outcome.parents is not None:  # a tree: its spine is learned as a chain
+            outcome = self._learn_siblings(outcome)
         if self._first:
             self._first = False
         else:
@@ -522,6 +559,38 @@ class CostPolicy:
                             else self.PROBE_AFTER)
         self._probing = False
         self.plain = 0
+
+    def _learn_siblings(self, outcome: Outcome) -> Outcome:
+        """Fold a tree round's tested siblings into their buckets; return the round as its
+        spine's chain (the first child at each context from the root): its drafts, the kept
+        ones, their confidences, the pass it took (``fed`` counts every node)."""
+        parents = outcome.parents or ()
+        first: dict[int, int] = {}
+        for node, parent in enumerate(parents):
+            first.setdefault(parent, node)
+        spine: list[int] = []
+        at = -1
+        while at in first:
+            at = first[at]
+            spine.append(at)
+        statuses, conf = outcome.statuses, outcome.confidence
+        kept = 0
+        while kept < len(spine) and statuses[spine[kept]] == "accepted":
+            kept += 1
+        known = len(conf) == len(parents)
+        if known:
+            table = self.siblings.setdefault(outcome.plan.key,
+                                             [_Alpha() for _ in range(self.BUCKETS)])
+            on_spine = set(spine)
+            for node, status in enumerate(statuses):
+                if node in on_spine or status == "discarded":
+                    continue
+                est = table[self._bucket(conf[node])]
+                est.kept = est.kept * self.BUCKET_DECAY + (status == "accepted")
+                est.tested = est.tested * self.BUCKET_DECAY + 1.0
+        return replace(outcome, k=len(spine), n_accepted=kept,
+                       confidence=tuple(conf[i] for i in spine) if known else (),
+                       parents=None, statuses=())
 
     def learn(self, plan: Plan, k: int, n_accepted: int,
               confidence: Sequence[float] = ()) -> None:
@@ -566,10 +635,18 @@ def _rate(tokens_per_s: float) -> str:
 class _ConfidenceStop:
     """The cost policy's rule for one round of model drafts: draft on while it pays."""
 
-    def __init__(self, policy: CostPolicy, plan: Plan, cap: int) -> None:
+    def __init__(self, policy: CostPolicy, plan: Plan, cap: int,
+                 whole: str | None = None) -> None:
         self.policy = policy
         self.plan = plan
         self.cap = cap
+        # Not None: draft to the cap whatever the confidences (then weigh a tree); the reason
+        # the policy gave for that K.
+        self.whole = whole
+        # What ``branch`` compared: (spine n, siblings m, E chain, E tree, tok/s chain,
+        # tok/s tree, v chain, v tree) for the chain and the best tree; None: not asked.
+        self.branched: tuple[int, int, float, float, float, float, float, float] | None = None
+        self.chosen = 0  # siblings taken
         costs = policy.costs
         self.o = costs.overhead.value
         self.c = costs.draft_cost(plan)
@@ -585,6 +662,8 @@ class _ConfidenceStop:
         self.stopped = False
 
     def __call__(self, drafted: int, confidence: float) -> bool:
+        if self.whole is not None:
+            return True
         a = self.policy.confident_alpha(self.plan.key, confidence)
         self.last = (confidence, a)
         self.all_kept *= a
@@ -603,16 +682,74 @@ class _ConfidenceStop:
         self.stopped = more <= now
         return not self.stopped
 
+    def branch(self, spine: Sequence[float],
+               siblings: Sequence[float | None]) -> tuple[int, ...]:
+        """The contexts of the chain ``spine`` that get a sibling: the m best-paying ones,
+        m the count with the most expected tokens per second, 0 (the chain) on ties."""
+        policy, key = self.policy, self.plan.key
+        n = len(spine)
+        if not policy.costs.knows(1):
+            self.branched = (n, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            return ()  # nothing measured to weigh by: the chain, as the chain drafter drafts
+        a = [policy.confident_alpha(key, c) for c in spine]
+        reach = [1.0]  # R_i: every spine draft before context i kept
+        for x in a:
+            reach.append(reach[-1] * x)
+        chain = sum(reach)  # 1 + R_1 + … + R_n
+        gains = sorted(((reach[i] * (1.0 - a[i]) * policy.sibling_alpha(key, s), i)
+                        for i, s in enumerate(siblings) if s is not None),
+                       key=lambda g: (-g[0], g[1]))
+        v = self.policy.costs.verify_curve(n + 1 + len(gains))
+        spent = self.o + n * self.c
+        best, best_rate, tokens, rates = 0, 0.0, chain, []
+        for m in range(len(gains) + 1):
+            if m:
+                tokens += gains[m - 1][0]
+            rate = tokens / max(spent + v[n + 1 + m], 1e-12)
+            rates.append((tokens, rate))
+            if m == 0 or rate > best_rate:
+                best, best_rate = m, rate
+        self.chosen = best
+        if len(rates) > 1:
+            other = best if best else max(range(1, len(rates)), key=lambda j: (rates[j][1], -j))
+            self.branched = (n, other, chain, rates[other][0], rates[0][1], rates[other][1],
+                             v[n + 1], v[n + 1 + other])
+        else:
+            self.branched = (n, 0, chain, chain, rates[0][1], rates[0][1], v[n + 1], v[n + 1])
+        return tuple(sorted(i for _, i in gains[:best]))
+
+    def _weighed(self) -> str:
+        """The tree against the chain, e.g. "tree 4+2 2.91 tok/r 31.2 tok/s at v 1.9 > chain
+        4 2.75 tok/r 30.4 tok/s at v 1.7 → tree" (v in one-token passes)."""
+        if self.branched is None:
+            return ""
+        n, m, e_chain, e_tree, r_chain, r_tree, v_chain, v_tree = self.branched
+        v1 = self.v[1]
+        if not m:
+            return "; no sibling to weigh → chain" if v_chain else "; nothing measured → chain"
+        chain = f"chain {n} {e_chain:.2f} tok/r {_rate(r_chain)} tok/s at v {v_chain / v1:.1f}"
+        tree = (f"tree {n}+{m} {e_tree:.2f} tok/r {_rate(r_tree)} tok/s at v "
+                f"{v_tree / v1:.1f}")
+        if self.chosen:
+            return f"; {tree} > {chain} → tree"
+        return f"; {chain} ≥ {tree} → chain"
+
     def reason(self, k: int) -> str:
+        tree = self._weighed()
+        if self.whole is not None:
+            return f"{self.whole}{tree}"
         v1 = self.v[1]
         head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}"
         conf, a = self.last
+        if self.branched is not None:
+            k = self.branched[0]  # the chain's drafts (the siblings come after, in ``tree``)
         if not self.stopped:
-            return f"{head}, v {self.v[k + 1] / v1:.1f}; sure up to the cap {self.cap} → K {k}"
+            return (f"{head}, v {self.v[k + 1] / v1:.1f}; sure up to the cap {self.cap} → K {k}"
+                    f"{tree}")
         n, now, more_k, more = self.compared
         return (f"{head}; stopped at q {conf:.2f} (keeps {a:.2f}): K {n} {_rate(now)} tok/s at "
                 f"v {self.v[n + 1] / v1:.1f} ≥ K {more_k} {_rate(more)} tok/s at v "
-                f"{self.v[more_k + 1] / v1:.1f} → K {k}")
+                f"{self.v[more_k + 1] / v1:.1f} → K {k}{tree}")
 
 
 def make_policy(name: str, k: int) -> KPolicy:

@@ -40,6 +40,7 @@ class Tally:
     drafted: int = 0
     tested: int = 0
     accepted: int = 0
+    siblings: int = 0  # tree rounds: siblings tested at a position after its first test
     target_calls: int = 0
     draft_calls: int = 0
     draft_time_s: float = 0.0
@@ -65,8 +66,17 @@ class Tally:
         self.rounds_by_k[rnd.k] += 1
         _grow(self.reached, len(rnd.drafted))
         _grow(self.kept, len(rnd.drafted))
-        seen: set[str] = set()
+        # Where each draft stands: its index in a chain; a tree node's depth (0 below the
+        # committed text). A tree's position is tested once however many siblings it took
+        # (one context per depth is tested), so α stays P(a position's draft kept | tested)
+        # and is comparable with a chain's; the siblings beside the first are counted apart.
+        depth: list[int] = []
         for d in rnd.drafted:
+            depth.append(d.index if d.parent is None else
+                         0 if d.parent < 0 else depth[d.parent] + 1)
+        counted: set[int] = set()
+        seen: set[str] = set()
+        for d, at in zip(rnd.drafted, depth, strict=True):
             who = self.by_drafter.setdefault(d.drafter, _PerDrafter())
             if d.drafter not in seen:
                 seen.add(d.drafter)
@@ -74,11 +84,15 @@ class Tally:
             who.drafted += 1
             if d.status == "discarded":
                 continue
-            self.tested += 1
-            self.reached[d.index] += 1
-            who.tested += 1
+            if at in counted:
+                self.siblings += 1
+            else:
+                counted.add(at)
+                self.tested += 1
+                self.reached[at] += 1
+                who.tested += 1
             if d.status == "accepted":
-                self.kept[d.index] += 1
+                self.kept[at] += 1
                 who.accepted += 1
         if rnd.drafted:  # a round drafts with one drafter; its time goes to that one
             self.by_drafter[rnd.drafted[0].drafter].draft_time_s += rnd.draft_time_s
@@ -98,6 +112,7 @@ class Tally:
         self.drafted += s.drafted
         self.tested += s.tested
         self.accepted += s.accepted
+        self.siblings += s.siblings
         self.target_calls += s.target_calls
         self.draft_calls += s.draft_calls
         self.draft_time_s += s.draft_time_s
@@ -130,7 +145,8 @@ class Tally:
 
     @property
     def alpha(self) -> float:
-        """P(draft kept | tested): the maximum-likelihood α of Leviathan et al."""
+        """P(draft kept | tested): the maximum-likelihood α of Leviathan et al.; a tree's
+        position counts one test whatever number of siblings it tested (``siblings``)."""
         return self.accepted / self.tested if self.tested else 0.0
 
     @property
@@ -195,6 +211,7 @@ class Tally:
             tokens_per_s=self.tokens_per_s,
             alpha=self.alpha,
             tested=self.tested,
+            siblings=self.siblings,
             reached_by_position=tuple(self.reached),
             kept_by_position=tuple(self.kept),
             by_drafter=tuple(

@@ -14,7 +14,9 @@ where the draft is unsure (no Qt; ``grow_tree`` reaches the model through a call
   A node budget ranks a level's slots by path score (``grow_tree``).
 - ``ModelTreeDrafter`` (registered as ``model-tree``): ``grow_tree`` on the draft model, one
   draft pass per level through the tree mask, K = the node budget; after verification its
-  cache keeps only the accepted path (``kept_path``), as the target's does.
+  cache keeps only the accepted path (``kept_path``), as the target's does. Under the cost
+  policy (a ``Branching`` rule) it drafts the chain drafter's chain instead and puts a leaf
+  sibling beside it where the policy finds the tree faster at the measured v(width).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch
 from . import tree_attention
 from .cached_model import CachedModel, ModelRunner
 from .drafters import DrafterBase, DraftTools, ModelBackedDrafter, ModelDrafter, Probs
-from .plans import GoOn, Plan, Proposal
+from .plans import Branching, GoOn, Plan, Proposal
 from .rng import Random
 from .tree_verify import ROOT, DraftTree, Rule, draw_children
 
@@ -243,19 +245,21 @@ class ModelTreeDrafter(ModelBackedDrafter):
         self.tree_pass = tree_pass or tree_attention.TreePass()
         self._start = 0  # context length when the last proposal was made
         self._fed = 0  # nodes of the last tree in the cache (every level but the last)
+        self._spine: int | None = None  # the last proposal's spine drafts (a chain and siblings)
+        self._kept: int | None = None  # of them, those on the kept path (``kept_path``)
 
     def plan(self, context: Sequence[int]) -> Plan:
         return self.plan_for()
 
     @classmethod
     def plan_for(cls) -> Plan:
-        """A model tree's plan: α tracked apart from the chain's (key "model-tree"), K the node
-        budget, no confidence stop (a chain's rule). The cost policy models a tree of K nodes
-        as a chain of K with that α̂, learned from tree rounds as kept / tested along the kept
-        path; a round that reaches a leaf above depth K counts one test more than it made,
-        so α̂, and the tokens a round is expected to bring, err low: the policy drafts a tree
-        only where, so estimated, it beats a plain step at the measured v(K + 1)."""
-        return Plan("model", "model-tree", prior=cls.PRIOR, step_cost=cls.STEP_COST)
+        """A model tree's plan: the chain's (confidences to stop by, α tracked under its own
+        key "model-tree") that ``branches``. A policy that hands ``propose`` a ``Branching``
+        rule (the cost policy) gets its chain, drafted as the chain drafter would, with a
+        sibling beside it wherever the rule finds that the tree beats the chain; one that
+        hands none (fixed, heuristic) gets ``grow_tree``'s tree of K nodes."""
+        return Plan("model", "model-tree", prior=cls.PRIOR, step_cost=cls.STEP_COST,
+                    confident=True, branches=True)
 
     def _dist(self, logits: torch.Tensor) -> torch.Tensor:
         """What children are drawn from or ranked by: q, or at T = 0 the draft's softmax."""
@@ -265,11 +269,15 @@ class ModelTreeDrafter(ModelBackedDrafter):
 
     def propose(self, context: Sequence[int], k: int, rng: Random,
                 go_on: GoOn | None = None) -> Proposal:
-        """A tree of up to ``k`` nodes (``go_on`` is for chains: not asked)."""
+        """A tree of up to ``k`` nodes (``grow_tree``) or, given a ``go_on``, a chain of up to
+        ``k`` drafts that a ``Branching`` one may give siblings (``_spine_and_siblings``)."""
         self._start = len(context)
         self._fed = 0
+        self._spine = None
         if k < 1:
             return Proposal((), torch.zeros(0, self.vocab_size), "model")
+        if go_on is not None:
+            return self._spine_and_siblings(context, k, rng, go_on)
         root = self._dist(self.lm.feed(list(context[self.lm.length:]), keep=1)[0])  # (V,)
 
         def score_level(tokens: Sequence[int], parents: Sequence[int],
@@ -291,14 +299,111 @@ class ModelTreeDrafter(ModelBackedDrafter):
         # No confidences: the cost policy reads them per position of a chain.
         return Proposal(tree.tokens, rows, "model", tree=tree)
 
+    def _spine_and_siblings(self, context: Sequence[int], k: int, rng: Random,
+                            go_on: GoOn) -> Proposal:
+        """The chain drafter's chain (one draft pass per draft, stopped by ``go_on``), then,
+        if ``go_on`` is ``Branching``, one sibling at each spine context it names: the
+        draft's second choice at T = 0 (``deterministic``), else drawn from q without the
+        spine's draft there (``without_replacement``). A sibling is a leaf (never fed to the
+        draft): kept, it brings one token where the chain's draft there was rejected.
+
+        Each context's sibling candidate is described to the rule before it is drawn, by what
+        the draft expects of it: at T = 0 q₂ / (1 − q₁) of the draft's softmax (its second id
+        after the first's rejection), else Σ q′(y)² with q′ = q without the spine's draft,
+        renormalised (a drawn sibling's expected q′): the siblings' count depends on q and on
+        the spine's draws only, never on a sibling's own draw."""
+        feed = list(context[self.lm.length:])
+        # Over the draft's own ids where its map allows (as the chain drafter drafts: the same
+        # q, the same draws); widened to the target's ids for the rows.
+        dists: list[torch.Tensor] = []  # per spine context: what children are drawn / ranked by
+        local: list[int] = []  # per spine draft: its id in ``dists``
+        tokens: list[int] = []
+        confidence: list[float] = []
+        for i in range(k):
+            logits = self.lm.feed(feed, keep=1, local=True)[0]  # (V,) or (V_draft,)
+            dist = self._dist(logits)
+            j = int(dist.argmax()) if self.greedy else rng.draw(dist)
+            x = self.lm.global_id(j)
+            dists.append(dist)
+            local.append(j)
+            tokens.append(x)
+            confidence.append(float(dist[j]))
+            if i + 1 < k and not go_on(i + 1, confidence[-1]):
+                break
+            feed = [x]
+        spine = len(tokens)
+        self._spine = spine
+        rows = (torch.zeros(spine, self.vocab_size) if self.greedy  # (n, V): one-hot at T = 0
+                else self.lm.widen(torch.stack(dists)))
+        if self.greedy:
+            rows[torch.arange(spine), torch.tensor(tokens)] = 1.0
+        chain = Proposal(tuple(tokens), rows, "model", tuple(confidence))
+        if not isinstance(go_on, Branching) or self.width < 2:
+            return chain
+        expected = [self._sibling_confidence(d, x) for d, x in zip(dists, local, strict=True)]
+        at = go_on.branch(tuple(confidence), expected)
+        if not at:
+            return chain
+        parents = list(range(-1, spine - 1))
+        extra: list[torch.Tensor] = []
+        rule: Rule = "deterministic" if self.greedy else "without_replacement"
+        for c in sorted(at):
+            y = self._sibling(dists[c], local[c], rng)
+            if y is None:
+                continue
+            tokens.append(self.lm.global_id(y))
+            parents.append(c - 1)
+            # Its context's q (the verifier removes the rejected draft), one-hot at T = 0.
+            extra.append(rows[c] if not self.greedy else
+                         torch.nn.functional.one_hot(torch.tensor(tokens[-1]),
+                                                     self.vocab_size).to(rows.dtype))
+            confidence.append(float(expected[c] or 0.0))
+        rows = torch.cat([rows, torch.stack(extra)]) if extra else rows
+        tree = DraftTree(tuple(tokens), tuple(parents), (rule,) * (len(tokens) + 1))
+        return Proposal(tree.tokens, rows, "model", tuple(confidence), tree=tree)
+
+    def _sibling(self, dist: torch.Tensor, main: int, rng: Random) -> int | None:
+        """A sibling beside ``main``: the draft's second choice at T = 0, else drawn from q
+        without ``main`` (None where q has no other id)."""
+        if self.greedy:
+            order = torch.sort(dist, descending=True, stable=True).indices
+            y = int(order[1]) if int(order[0]) == main else int(order[0])
+            return y if float(dist[y]) > 0.0 else None
+        left = dist.clone()
+        left[main] = 0.0
+        if float(left.sum()) <= 0.0:
+            return None
+        return rng.draw(left)  # draw normalises: q without the spine's draft
+
+    def _sibling_confidence(self, dist: torch.Tensor, main: int) -> float | None:
+        """What the draft expects of a sibling beside ``main`` (see ``_spine_and_siblings``);
+        None where q has no other id."""
+        rest = 1.0 - float(dist[main])
+        if rest <= 1e-12:
+            return None
+        if self.greedy:
+            second = float(torch.topk(dist, 2).values[1])
+            return min(1.0, second / rest) if second > 0.0 else None
+        left = dist.clone()
+        left[main] = 0.0
+        left = left / left.sum()
+        return float((left * left).sum())
+
     def kept_path(self, path: Sequence[int]) -> None:
         """Keep the committed prefix and the accepted nodes the cache holds (a last-level node
-        was never fed: it and the extra token are fed with the next proposal)."""
+        was never fed: it and the extra token are fed with the next proposal). A spine with
+        siblings: the kept spine drafts, a prefix of the cache (a sibling was never fed)."""
+        if self._spine is not None:
+            self._kept = sum(1 for node in path if node < self._spine)
+            return
         cached = [node for node in path if node < self._fed]
         if self.lm.length > self._start:
             self.tree_pass.keep_path(self.lm, self._start, cached)
 
     def update(self, n_kept: int) -> None:
+        if self._spine is not None and self._kept is not None:
+            n_kept = self._kept  # a kept sibling is not in the cache
+        self._kept = None
         self.lm.crop(min(self.lm.length, self._start + n_kept))
 
 

@@ -206,9 +206,9 @@ def test_the_cost_reason_shows_what_it_compared() -> None:
 
 def test_the_reason_check_rejects_v_of_the_chosen_width_alone() -> None:
     """Broken, as the issue saw it: "α̂ 0.76, c 0.15, v 1.0 → K 0"."""
-    old = mutant(CostPolicy, ('return Choice(k, f"{head}; {self._compared(rates, k)} → K {k}",',
-                              'return Choice(k, f"{head}, v '
-                              '{self.costs.verify_cost(k + 1) / v1:.1f} → K {k}",'))
+    old = mutant(CostPolicy, ('why = f"{head}; {self._compared(rates, k)} → K {k}"',
+                              'why = f"{head}, v '
+                              '{self.costs.verify_cost(k + 1) / v1:.1f} → K {k}"'))
     with pytest.raises(AssertionError):
         check_reason_shows_what_it_compared(old)
 
