@@ -74,6 +74,8 @@ def test_a_token_row_opens_its_rounds_in_the_main_window(windows) -> None:  # no
     main, ex = windows
     panel = ex.diagnose_panel
     panel.show_events(three_lanes(), "lanes.jsonl")
+    # Draft positions 1…3 (K up to 5, reached up to 3): whole ticks (pyqtgraph's: 1.5, 2.5).
+    assert panel.positions.getAxis("bottom")._tickLevels == [[(1, "1"), (2, "2"), (3, "3")]]
     assert panel.show_button.isVisibleTo(panel)
     assert not panel.show_button.isEnabled()  # no row chosen yet
     panel.tokens.setCurrentCell(0, 0)

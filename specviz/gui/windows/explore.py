@@ -74,6 +74,7 @@ from specviz.core.sweep import (  # noqa: E402
     summarize,
 )
 from specviz.gui.stage.lineup_view import LineupView, lane_html  # noqa: E402
+from specviz.gui.views.stats import integer_ticks  # noqa: E402
 
 BLUE, ORANGE, GREEN = "#0072B2", "#D55E00", "#009E73"
 
@@ -1013,6 +1014,10 @@ class DiagnosePanel(JobPanel):
         self.curve.setData([b.mean_q for b in bins], [b.acceptance for b in bins])
         self.position_bars.setOpts(x=list(range(1, len(d.positions) + 1)),
                                    height=[k / n if n else 0.0 for n, k in d.positions])
+        # Positions are whole: no 1.5 or 2.5 between the bars (pyqtgraph's own ticks).
+        self.positions.getAxis("bottom").setTicks(
+            [integer_ticks(len(d.positions), most=9, first=1, cover=False)]
+            if d.positions else None)
         self.detail.setText(self.HINT)
         self.show_button.setEnabled(False)
 
