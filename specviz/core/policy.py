@@ -358,9 +358,11 @@ class CostPolicy:
     per bucket of the draft's expected confidence in it, prior its midpoint), a sibling at
     context i adds R_i (1 − a_(i+1)) s_i tokens to the chain's 1 + R_1 + … + R_n and one
     position to the verify pass. The m best siblings give (E_chain + their gains) /
-    (o + n·c + v(n + 1 + m)) tokens per second; the policy takes the m with the most, and
-    a chain (m = 0) unless a tree is faster. α̂ and the buckets learn from a tree round's
-    spine as from a chain (its siblings apart), so the chain is the chain drafter's.
+    (o + n·c + v(n + 1 + m) + x) tokens per second, x what tree rounds took beyond a chain
+    round of their width (measured; fading while only chains are drafted); the policy takes
+    the m with the most, and a chain (m = 0) unless a tree is faster. α̂ and the buckets
+    learn from a tree round's spine as from a chain (its siblings apart), so the chain is the
+    chain drafter's.
     """
 
     name = "cost"
@@ -396,6 +398,8 @@ class CostPolicy:
         # it in this bucket).
         self.siblings: dict[str, list[_Alpha]] = {}
         self._whole = False  # this round's chain is drafted whole (a probe; K at its reach)
+        # Seconds a tree round took beyond a chain round of the same width (≥ 0 when used).
+        self.tree_extra = _Mean()
         self._why = ""  # the last choice's reason
 
     def prior(self, plan: Plan) -> float:
@@ -540,12 +544,27 @@ class CostPolicy:
         return _ConfidenceStop(self, plan, k)
 
     def observe(self, outcome: Outcome) -> None:
-        if outcome.parents is not None:  # a tree: its spine is learned as a chain
+        tree = outcome.parents is not None
+        if tree:  # a tree: its spine is learned as a chain
             outcome = self._learn_siblings(outcome)
         if self._first:
             self._first = False
         else:
-            self.costs.add(outcome)
+            if tree:
+                # What the tree round cost beyond a chain round of its width (the tree mask,
+                # the walk over siblings, the path kept) prices the next trees; o, c and v
+                # stay the chains' (a tree round adds its draft steps only).
+                o, c = self.costs.overhead.value, self.costs.draft_cost(outcome.plan)
+                if outcome.k:
+                    self.costs.draft.setdefault(outcome.plan.source, _Mean()).add(
+                        outcome.draft_s / outcome.k)
+                if self.costs.knows(1):
+                    self.tree_extra.add(outcome.round_s - (
+                        o + outcome.k * c + self.costs.verify_cost(outcome.fed)))
+            else:
+                if outcome.plan.branches and outcome.k:  # a chain where a tree was weighed:
+                    self.tree_extra.value *= self.DECAY  # the price fades: trees are retried
+                self.costs.add(outcome)
         self.learn(outcome.plan, outcome.k, outcome.n_accepted, outcome.confidence)
         if outcome.k == 0:
             self.plain += 1
@@ -647,6 +666,7 @@ class _ConfidenceStop:
         # tok/s tree, v chain, v tree) for the chain and the best tree; None: not asked.
         self.branched: tuple[int, int, float, float, float, float, float, float] | None = None
         self.chosen = 0  # siblings taken
+        self.extra = 0.0  # seconds a tree round costs beyond its width's pass (measured)
         costs = policy.costs
         self.o = costs.overhead.value
         self.c = costs.draft_cost(plan)
@@ -701,11 +721,12 @@ class _ConfidenceStop:
                        key=lambda g: (-g[0], g[1]))
         v = self.policy.costs.verify_curve(n + 1 + len(gains))
         spent = self.o + n * self.c
+        self.extra = max(0.0, policy.tree_extra.value)  # a tree round's own cost, measured
         best, best_rate, tokens, rates = 0, 0.0, chain, []
         for m in range(len(gains) + 1):
             if m:
                 tokens += gains[m - 1][0]
-            rate = tokens / max(spent + v[n + 1 + m], 1e-12)
+            rate = tokens / max(spent + v[n + 1 + m] + (self.extra if m else 0.0), 1e-12)
             rates.append((tokens, rate))
             if m == 0 or rate > best_rate:
                 best, best_rate = m, rate
@@ -728,8 +749,9 @@ class _ConfidenceStop:
         if not m:
             return "; no sibling to weigh → chain" if v_chain else "; nothing measured → chain"
         chain = f"chain {n} {e_chain:.2f} tok/r {_rate(r_chain)} tok/s at v {v_chain / v1:.1f}"
+        extra = f" + {self.extra / v1:.2f}" if self.extra > 0 else ""
         tree = (f"tree {n}+{m} {e_tree:.2f} tok/r {_rate(r_tree)} tok/s at v "
-                f"{v_tree / v1:.1f}")
+                f"{v_tree / v1:.1f}{extra}")
         if self.chosen:
             return f"; {tree} > {chain} → tree"
         return f"; {chain} ≥ {tree} → chain"

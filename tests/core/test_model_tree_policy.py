@@ -6,7 +6,9 @@ beside it only where the tree's predicted tokens per second beat the chain's.
   broken: a sibling drawn first and kept only where the draft liked the drawn one.
 - The policy's choice: with v(width) steep (wide passes dear, as on this CPU) it keeps the
   chain; with v flat (a GPU's) it puts siblings where the draft is unsure; broken: siblings
-  priced as free (v of the chain's width), which picks a tree on the steep v too.
+  priced as free (v of the chain's width), which picks a tree on the steep v too. Tree rounds
+  measured dearer than a chain round of their width keep the chain even on a flat v; broken:
+  a rule blind to that price.
 - Through the engine, steep v: ``model-tree`` under the cost policy drafts, round by round,
   what the chain drafter drafts (same drafts, same verdicts, same text); broken: the old
   tree plan without the confidence stop (K nodes). Flat v: trees are chosen, the text is the
@@ -95,10 +97,35 @@ def test_the_policy_weighs_a_tree_against_its_chain_at_the_measured_v() -> None:
 
 def test_the_tree_check_rejects_siblings_priced_as_free() -> None:
     free = mutant(policy_mod._ConfidenceStop, (
-        "rate = tokens / max(spent + v[n + 1 + m], 1e-12)",
-        "rate = tokens / max(spent + v[n + 1], 1e-12)"))
+        "rate = tokens / max(spent + v[n + 1 + m] + (self.extra if m else 0.0), 1e-12)",
+        "rate = tokens / max(spent + v[n + 1] + (self.extra if m else 0.0), 1e-12)"))
     with pytest.raises(AssertionError):
         check_tree_only_where_it_pays(free)
+
+
+def check_dear_tree_rounds_keep_the_chain(rule: type[policy_mod._ConfidenceStop]) -> None:
+    """Flat v, but tree rounds took 2 one-token passes more than a chain round of their
+    width (measured): the chain, and the reason shows the price."""
+    p = ready(flat)
+    dear = Outcome(TREE, 4, 1, 0.2, flat(5), 5, 0.2 + flat(5) + 2.0, (0.9, 0.4, 0.8, 0.5),
+                   (-1, 0, 1, 0), ("accepted", "rejected", "discarded", "rejected"))
+    for _ in range(3):
+        p.observe(dear)
+    assert p.costs.overhead.value < 0.1  # the chains' bookkeeping is not the trees'
+    stop = rule(p, TREE, 8)
+    at, why = stop.branch(SPINE, SIBLINGS), stop.reason(len(SPINE))
+    assert at == () and "→ chain" in why and "+ 1.9" in why, why
+
+
+def test_tree_rounds_measured_dear_keep_the_chain() -> None:
+    check_dear_tree_rounds_keep_the_chain(policy_mod._ConfidenceStop)
+
+
+def test_the_dear_tree_check_rejects_a_rule_that_ignores_what_trees_cost() -> None:
+    blind = mutant(policy_mod._ConfidenceStop, (
+        "(self.extra if m else 0.0)", "0.0"))
+    with pytest.raises(AssertionError):
+        check_dear_tree_rounds_keep_the_chain(blind)
 
 
 def test_the_reason_shows_the_figures_compared() -> None:
