@@ -4,9 +4,12 @@ where the draft is unsure (no Qt; ``grow_tree`` reaches the model through a call
 
 - ``lookup_tree``: where the context's last n-gram occurred several times before, the text that
   followed each occurrence (longest matches first, then the most recent) is a branch;
-  branches sharing a start share nodes. Nothing is drawn, so every context's children are
-  ``deterministic``; each context's q is the share of the occurrences through it that go on
-  with each child (what the view shows; verification tests the children as one-hot drafts).
+  branches sharing a start share nodes. The first branch is the ``lookup`` chain's copy,
+  whole, and comes first in node order, so any budget keeps the chain before adding other
+  branches (a tree of K nodes holds the chain of K drafts). Nothing is drawn, so every
+  context's children are ``deterministic``; each context's q is the share of the occurrences
+  through it that go on with each child (what the view shows; verification tests the
+  children as one-hot drafts).
 - ``grow_tree``: level by level, each context gets one child where the draft is confident (its
   top q at least ``confident``) and ``width`` where it is not, drawn from q by ``rule``; one
   ``score_level`` call per level gives q after each new node. The shape is a function of the
@@ -29,7 +32,14 @@ import torch
 
 from . import tree_attention
 from .cached_model import CachedModel, ModelRunner
-from .drafters import DrafterBase, DraftTools, ModelBackedDrafter, ModelDrafter, Probs
+from .drafters import (
+    DrafterBase,
+    DraftTools,
+    LookupDrafter,
+    ModelBackedDrafter,
+    ModelDrafter,
+    Probs,
+)
 from .plans import Branching, GoOn, Plan, Proposal
 from .rng import Random
 from .tree_verify import ROOT, DraftTree, Rule, draw_children
@@ -61,6 +71,13 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
     shorter suffixes down to ngram_min not already counted; up to ``width`` of them give a
     branch each, the ids that followed, up to ``depth`` (or to the end of the context),
     merged into a trie of at most ``max_nodes`` nodes. None when no suffix occurred earlier.
+
+    Nodes come branch by branch: first the whole first branch, which is the chain's own copy
+    (``LookupDrafter``'s longest, most recent match, to the same depth), then each later
+    branch's nodes that the branches before it do not share. A cut (``max_nodes``, or a
+    proposal's first k nodes) keeps a prefix of that order: it is always a tree, and it never
+    shortens the first branch to make room for others, so a tree of k nodes holds the chain
+    of k drafts (up to the copy's length) and can only add to what that chain keeps.
     """
     if not 1 <= ngram_min <= ngram_max:
         raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
@@ -76,7 +93,7 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
                 match = max(match, n)
     if not starts:
         return None
-    tokens: list[int] = []
+    tokens: list[int] = []  # node order: branch by branch, each branch's new nodes root-first
     parents: list[int] = []
     counts: list[dict[int, int]] = [{}]  # per context: next id -> occurrences through it
     child: dict[tuple[int, int], int] = {}  # (context, id) -> node
@@ -91,6 +108,8 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
             counts[at][x] = counts[at].get(x, 0) + 1
             node = child.get((at, x))
             if node is None:
+                if len(tokens) == max_nodes:
+                    break  # the budget is spent: the branches before keep their depth
                 node = child[(at, x)] = len(tokens)
                 tokens.append(x)
                 parents.append(at - 1)
@@ -98,26 +117,13 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
                 added = True
             at = node + 1
         used += added  # a continuation already in the tree adds weight, not a branch
-    # Breadth-first node order (siblings in insertion order), cut at max_nodes: the top
-    # levels of every branch stay, and any first k nodes form a tree (a budget of k cuts it).
-    order: list[int] = []
-    level = [i for i, parent in enumerate(parents) if parent == ROOT]
-    while level:
-        order.extend(level)
-        level = [i for i, parent in enumerate(parents) if parent in set(level)]
-    order = order[:max_nodes]
-    new = {old: n for n, old in enumerate(order)}
-    q_rows = torch.zeros(len(order) + 1, vocab_size)
+    q_rows = torch.zeros(len(tokens) + 1, vocab_size)
     for c, seen in enumerate(counts):
-        if c and c - 1 not in new:
-            continue
         total = sum(seen.values())
         for x, count in seen.items():
-            q_rows[0 if c == 0 else new[c - 1] + 1, x] = count / total
+            q_rows[c, x] = count / total
     kind: Rule = "deterministic"  # nothing was drawn
-    tree = DraftTree(tuple(tokens[i] for i in order),
-                     tuple(ROOT if parents[i] == ROOT else new[parents[i]] for i in order),
-                     (kind,) * (len(order) + 1))
+    tree = DraftTree(tuple(tokens), tuple(parents), (kind,) * (len(tokens) + 1))
     return TreeProposal(tree, q_rows, "lookup", match)
 
 
@@ -173,17 +179,23 @@ def grow_tree(root_q: torch.Tensor, score_level: ScoreLevel, rng: Random, *, dep
 class LookupTreeDrafter(DrafterBase):
     """The lookup tree as the engine's drafter: up to K nodes (the policy's, or ``lookup_k``)
     of ``lookup_tree``, each node's q one-hot on its token (nothing is drawn; the tree's
-    ``deterministic`` rule verifies it)."""
+    ``deterministic`` rule verifies it).
+
+    Its first branch is the ``lookup`` chain's copy to the chain's depth (``lookup_k`` unless
+    ``depth`` says less) and its plan is the chain's (the same match, prior and budget), so a
+    round of K nodes verifies the chain's K drafts first and other branches only with nodes
+    the chain's copy leaves spare."""
 
     name = "lookup-tree"
 
     def __init__(self, vocab_size: int, ngram_min: int = 1, ngram_max: int = 4,
-                 lookup_k: int = 10, width: int = 3, depth: int = 8) -> None:
+                 lookup_k: int = 10, width: int = 3, depth: int | None = None) -> None:
         if not 1 <= ngram_min <= ngram_max:
             raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
         self.vocab_size = vocab_size
         self.ngram_min, self.ngram_max = ngram_min, ngram_max
-        self.lookup_k, self.width, self.depth = lookup_k, width, depth
+        self.lookup_k, self.width = lookup_k, width
+        self.depth = lookup_k if depth is None else depth
         self._last: tuple[int, TreeProposal | None] | None = None  # (context length, tree)
 
     def _tree(self, context: Sequence[int]) -> TreeProposal | None:
@@ -197,11 +209,13 @@ class LookupTreeDrafter(DrafterBase):
         found = self._tree(context)
         n = len(found.tree) if found is not None else 0
         match = found.match if found is not None else 0
-        return Plan("lookup", f"lookup:{match}", n, match, self.lookup_k, spans=True)
+        return LookupDrafter.plan_for(match, n, self.lookup_k)
 
     def propose(self, context: Sequence[int], k: int, rng: Random,
                 go_on: GoOn | None = None) -> Proposal:
-        """The first ``k`` nodes (parents come first, so they form a tree)."""
+        """The first ``k`` nodes (parents come first, so they form a tree). Where they are
+        the first branch alone, they go as a plain chain, the ``lookup`` chain's drafts: the
+        same verification (q one-hot), through the chain's pass rather than the tree mask's."""
         found = self._tree(context)
         if found is None or k < 1:
             return Proposal((), torch.zeros(0, self.vocab_size), "lookup")
@@ -209,6 +223,8 @@ class LookupTreeDrafter(DrafterBase):
         tree = DraftTree(full.tokens[:k], full.parents[:k], full.rules[:k + 1])
         rows = torch.zeros(len(tree), self.vocab_size)  # (N, V): one-hot on each node's id
         rows[torch.arange(len(tree)), torch.tensor(tree.tokens)] = 1.0
+        if tree.parents == tuple(range(-1, len(tree) - 1)):
+            return Proposal(tree.tokens, rows, "lookup")
         return Proposal(tree.tokens, rows, "lookup", tree=tree)
 
     def update(self, n_kept: int) -> None:

@@ -21,6 +21,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.core import tree_drafters as td
+from specviz.core.drafters import LookupDrafter
 from specviz.core.models import cached_forward
 from specviz.core.rng import Random, TorchRandom
 from specviz.core.sampling import logits_to_probs
@@ -208,7 +209,7 @@ def test_a_rule_other_than_the_draw_is_caught(name: str) -> None:
     """Broken: the tree says its children were drawn independently from q (without
     replacement, and the lookup's frequencies, were not)."""
     fn = td.lookup_tree if "lookup" in name else td.grow_tree
-    site = "(kind,) * (len(order) + 1)" if "lookup" in name else "(rule,) * (len(tokens) + 1)"
+    site = "(kind,) * (len(tokens) + 1)" if "lookup" in name else "(rule,) * (len(tokens) + 1)"
     tv = round_distance(ROUNDS[name], mutant(fn, (site, '("independent",) ' + site[8:])))
     assert tv > 1e3 * TV_BOUND, f"a mislabelled rule went unnoticed: total variation {tv:.2e}"
 
@@ -243,8 +244,11 @@ def test_lookup_tree_shape() -> None:
     assert proposal.q_rows[0].tolist() == pytest.approx([0, 0, 0, 1 / 3, 0, 2 / 3])
     assert set(tree.rules) == {"deterministic"}
     assert td.lookup_tree((0, 1, 2), V) is None  # no repeat
+    # Branch by branch: the first (the chain's copy) whole, then each later one's new nodes.
+    assert tree.tokens == (3, 3, 4, 5, 5, 3, 3, 4)
+    assert tree.parents == (ROOT, 0, 1, ROOT, 3, 4, 3, 6)
     cut = td.lookup_tree(REPEATS, V, depth=3, width=3, max_nodes=4)
-    assert cut is not None and cut.tree.parents == (ROOT, ROOT, 0, 1)  # breadth first
+    assert cut is not None and cut.tree.parents == (ROOT, 0, 1, ROOT)  # a prefix of that
     assert [cut.tree.tokens[i] for i in cut.tree.children(0)] == [3, 5]
 
 
@@ -261,3 +265,100 @@ def test_grow_tree_respects_its_budget() -> None:
     sure = td.grow_tree(q, level, TorchRandom(0), depth=3, width=2, confident=0.4,
                         rule="deterministic")
     assert sure.tree.tokens == (2, 2, 2)  # confident everywhere: a chain
+
+
+# The lookup tree holds the chain: its first branch is what the ``lookup`` chain would draft,
+# whole, before any other branch gets a node. Broken builders, each caught below: the old
+# breadth-first cut (shallow levels of every branch kept, the chain's copy cut short), the
+# oldest occurrence first (not the chain's most recent), a depth below the chain's lookup_k.
+BREADTH_FIRST = (
+    ("if len(tokens) == max_nodes:", "if False:"),
+    ('    kind: Rule = "deterministic"  # nothing was drawn\n',
+     "    level = []\n"
+     "    for parent in parents:\n"
+     "        level.append(0 if parent == ROOT else level[parent] + 1)\n"
+     "    order = sorted(range(len(tokens)), key=lambda i: (level[i], i))[:max_nodes]\n"
+     "    new = {old: n for n, old in enumerate(order)}\n"
+     "    parents = [ROOT if parents[i] == ROOT else new[parents[i]] for i in order]\n"
+     "    tokens = [tokens[i] for i in order]\n"
+     '    kind: Rule = "deterministic"\n'),
+)
+OLDEST_FIRST = (("for i in range(length - n - 1, -1, -1):", "for i in range(length - n):"),)
+
+
+def repetitive_contexts(count: int = 80) -> list[Seq]:
+    """Random texts over 4 ids, 6 to 40 long (seeded): their suffixes recur, often several
+    times, with continuations that agree for a while and then part."""
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(6, 41, (count,), generator=g).tolist()
+    return [tuple(torch.randint(0, 4, (n,), generator=g).tolist()) for n in lengths]
+
+
+def chain_faults(propose: Callable[[Seq, int], tuple[Seq, Seq]], lookup_k: int) -> list[str]:
+    """Where a tree of k nodes (``propose``: context, k -> its tokens and parents) does not
+    start with the ``lookup`` chain's k drafts as one branch, for every k up to ``lookup_k``."""
+    faults = []
+    for context in repetitive_contexts():
+        chain = LookupDrafter(V, lookup_k=lookup_k)
+        for k in range(1, lookup_k + 1):
+            want = chain.propose(context, k, TorchRandom(0)).tokens
+            tokens, parents = propose(context, k)
+            if tokens[:len(want)] != want or parents[:len(want)] != tuple(range(-1, len(want) - 1)):
+                faults.append(f"{context} k {k}: chain {want}, tree {tokens} / {parents}")
+    return faults
+
+
+def built(fn: Callable[..., td.TreeProposal | None], lookup_k: int
+          ) -> Callable[[Seq, int], tuple[Seq, Seq]]:
+    """``fn`` (lookup_tree or a broken copy) at the chain's depth, cut at k nodes."""
+
+    def propose(context: Seq, k: int) -> tuple[Seq, Seq]:
+        found = fn(context, V, depth=lookup_k, width=3, max_nodes=k)
+        return ((), ()) if found is None else (found.tree.tokens, found.tree.parents)
+
+    return propose
+
+
+def drafted(drafter: td.LookupTreeDrafter) -> Callable[[Seq, int], tuple[Seq, Seq]]:
+    """What the engine's drafter proposes for K = k (after its plan, as the engine asks)."""
+
+    def propose(context: Seq, k: int) -> tuple[Seq, Seq]:
+        drafter.plan(context)
+        proposal = drafter.propose(context, k, TorchRandom(0))
+        drafter.update(0)
+        tree = proposal.tree  # None: a chain (the first branch alone)
+        return ((proposal.tokens, tuple(range(-1, len(proposal.tokens) - 1))) if tree is None
+                else (tree.tokens, tree.parents))
+
+    return propose
+
+
+def test_the_lookup_trees_first_branch_is_the_chains_copy_whole() -> None:
+    assert chain_faults(built(td.lookup_tree, 8), 8) == []
+    assert chain_faults(drafted(td.LookupTreeDrafter(V, lookup_k=8)), 8) == []
+    # The contexts branch: most trees hold more than the chain.
+    trees = [td.lookup_tree(c, V, depth=8, width=3) for c in repetitive_contexts()]
+    assert sum(t is not None and len(set(t.tree.parents)) < len(t.tree) for t in trees) > 40
+
+
+@pytest.mark.parametrize("broken", ["breadth-first cut", "oldest occurrence first",
+                                    "depth below lookup_k"])
+def test_a_tree_that_cuts_or_replaces_the_chain_is_caught(broken: str) -> None:
+    if broken == "depth below lookup_k":  # the drafter's old default: depth 8 under K 16
+        propose = drafted(td.LookupTreeDrafter(V, lookup_k=12, depth=8))
+        faults = chain_faults(propose, 12)
+    else:
+        edits = BREADTH_FIRST if broken == "breadth-first cut" else OLDEST_FIRST
+        faults = chain_faults(built(mutant(td.lookup_tree, *edits), 8), 8)
+    assert faults, f"{broken}: went unnoticed"
+
+
+def test_the_lookup_trees_plan_is_the_chains() -> None:
+    """The same match, key, prior and budget (the policy sizes both alike); its reach counts
+    every node."""
+    for context in repetitive_contexts(40):
+        chain, tree = LookupDrafter(V, lookup_k=8), td.LookupTreeDrafter(V, lookup_k=8)
+        a, b = chain.plan(context), tree.plan(context)
+        assert (b.key, b.match, b.prior, b.budget, b.spans) == (a.key, a.match, a.prior,
+                                                                a.budget, a.spans)
+        assert (b.available or 0) >= (a.available or 0)

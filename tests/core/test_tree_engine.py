@@ -32,10 +32,10 @@ from tests.core.test_enumeration import (
 )
 from tests.mutation import mutant
 
-# "c a" occurred before (then "b a c a"), and "a" also where "c a" followed: two branches at
-# the root, "b" (first) and "c"; the target gives the ids a, b, c 0.33, 0.23, 0.44 after it,
-# so both branches are tested and kept often.
-BRANCHES = "c a b a c a"
+# "a" occurred twice before: the later one was followed by "b a" (the chain's copy: the first
+# branch, whole), the first by "c b c a b a" (a second branch at the root, "c", after the
+# first's two nodes); both root branches are tested and kept often.
+BRANCHES = "a c b c a b a"
 CASES = {
     "lookup tree, 4 nodes, T 1, top-k 3, 4 tokens": Case(
         "real caches", settings(2, 1.0, top_k=3, n=4, drafter="lookup-tree", lookup_k=4),
@@ -86,15 +86,18 @@ def test_rounds_are_trees_with_parent_links() -> None:
     first = rounds[0]
     parents = [d.parent for d in first.drafted]
     assert parents.count(-1) == 2, parents  # two branches at the root
-    assert [d.token_id for d in first.drafted if d.parent == -1] == [4, 5]  # "b", "c"
+    assert [d.token_id for d in first.drafted if d.parent == -1] == [4, 5]  # "b", then "c"
+    assert parents == [-1, 0, -1]  # the chain's copy whole, then the other branch
     # Somewhere a root branch was rejected and its sibling kept: a path that no chain takes.
-    assert any(r.drafted[0].status == "rejected" and r.n_accepted > 0 for r in rounds)
+    assert any(r.drafted and r.drafted[0].status == "rejected" and r.n_accepted > 0
+               for r in rounds)
     back = from_json(to_json(first))
     assert isinstance(back, Round) and [d.parent for d in back.drafted] == parents
-    for r in rounds:  # the kept nodes form a path from the root
+    for r in rounds:  # the kept nodes form a path from the root (a chain round: no links)
         kept = [i for i, d in enumerate(r.drafted) if d.status == "accepted"]
         for a, b in zip([-1, *kept], kept, strict=False):
-            assert r.drafted[b].parent == a
+            parent = r.drafted[b].parent
+            assert (b - 1 if parent is None else parent) == a
 
 
 def test_a_crop_where_a_gather_is_needed_is_caught() -> None:

@@ -38,7 +38,7 @@ def test_tree_rounds_read_back_with_parents_and_residuals(tree_lines: list[str])
     started = events[0]
     assert isinstance(started, RunStarted) and started.format == FORMAT_VERSION == 3
     trees = [e for e in events if isinstance(e, Round)
-             and any(d.parent != i - 1 for i, d in enumerate(e.drafted))]
+             and any(d.parent not in (None, i - 1) for i, d in enumerate(e.drafted))]
     assert trees, "the run drafted no branching tree"
     for rnd in trees:
         assert all(d.parent is not None and -1 <= d.parent < d.index for d in rnd.drafted)
@@ -64,7 +64,7 @@ def _tree_round(lines: list[str]) -> tuple[int, dict]:
     for i, line in enumerate(lines):
         data = json.loads(line)
         if data["type"] == "round" and len(data["drafted"]) > 2 and any(
-                d["parent"] != j - 1 for j, d in enumerate(data["drafted"])):
+                d["parent"] not in (None, j - 1) for j, d in enumerate(data["drafted"])):
             return i, data
     raise AssertionError("no tree round")
 
