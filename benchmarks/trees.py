@@ -4,7 +4,7 @@ target pass over K + 1 tokens, as a chain of K drafts is).
 
     .venv/bin/python benchmarks/trees.py [--sets grounded,template,free] [--prompts 4]
         [--temperatures 0,1] [--max-new-tokens 64] [--k 4] [--lookup-k 8]
-        [--policies fixed,cost] [--device auto|cpu|cuda|mps]
+        [--policies fixed,cost] [--pairs model,lookup] [--device auto|cpu|cuda|mps]
 
 For each prompt, interleaved (an order rotated per prompt, so a drifting load hits every row
 alike): the target alone, then per K policy each chain drafter and its tree. Per set and
@@ -89,6 +89,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4, help="K: chain drafts, tree nodes (model)")
     ap.add_argument("--lookup-k", type=int, default=8, help="lookup's K: copied tokens, nodes")
     ap.add_argument("--policies", default="fixed,cost")
+    ap.add_argument("--pairs", default="model,lookup",
+                    help="which chain drafters to run beside their trees (model, lookup)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
     args = ap.parse_args()
@@ -100,7 +102,10 @@ def main() -> None:
           f"{torch.get_num_threads()} threads; {args.prompts} prompts per set, "
           f"{args.max_new_tokens} new tokens, K {args.k}, lookup K {args.lookup_k}")
     policies = args.policies.split(",")
-    names = [f"{d} {p}" for p in policies for chain_tree in PAIRS for d in chain_tree]
+    pairs = [(chain, tree) for chain, tree in PAIRS if chain in args.pairs.split(",")]
+    if not pairs:
+        ap.error(f"--pairs: choose from {', '.join(chain for chain, _ in PAIRS)}")
+    names = [f"{d} {p}" for p in policies for chain_tree in pairs for d in chain_tree]
     warm = chat_prompt(pair.tokenizer, "Hello")
     for name in names:  # first forwards allocate; the cost policy times v(n) once per pair
         d, p = name.split()
@@ -156,7 +161,7 @@ def main() -> None:
                       f"{row.tokens / row.wall_s:7.2f}  {geomean(row.ratios):6.2f}x  {trees}  "
                       f"{same:>4}")
             for p in policies:
-                for chain, tree in PAIRS:
+                for chain, tree in pairs:
                     a, b = rows[f"{chain} {p}"], rows[f"{tree} {p}"]
                     per_round = geomean([y / x for x, y in zip(a.per_round, b.per_round,
                                                                strict=True)])

@@ -250,6 +250,12 @@ def test_lookup_tree_shape() -> None:
     cut = td.lookup_tree(REPEATS, V, depth=3, width=3, max_nodes=4)
     assert cut is not None and cut.tree.parents == (ROOT, 0, 1, ROOT)  # a prefix of that
     assert [cut.tree.tokens[i] for i in cut.tree.children(0)] == [3, 5]
+    # The drafter: K nodes that are the first branch alone go as the chain (no tree pass).
+    drafter = td.LookupTreeDrafter(V, lookup_k=4, depth=3)
+    chain = drafter.propose(REPEATS, 3, TorchRandom(0))
+    assert chain.tokens == (3, 3, 4) and chain.tree is None
+    branched = drafter.propose(REPEATS, 4, TorchRandom(0))
+    assert branched.tree is not None and branched.tree.parents == (ROOT, 0, 1, ROOT)
 
 
 def test_grow_tree_respects_its_budget() -> None:
