@@ -10,7 +10,8 @@ Per set and cost model it prints, for the chain ("model") and "model-tree" under
 policy: tokens per round, positions verified per token, the share of rounds that drafted a
 tree, and the tokens per second the cost model gives the run (its rounds' o + drafts·c +
 v(width)), then tree ÷ chain. v in one-token passes: "cpu" 1, 1.07, 1.14, 1.21, 1.28 for
-widths 1-5 and +0.17 a token after (SmolLM2-135M here: ~83 ms, ~105 ms at 5, ~220 ms at 11);
+widths 1-5 and +0.23 a token after (SmolLM2-135M, 2 cores: ~83 ms, ~105 ms at 5, ~220 ms at
+11, engine.verify_costs);
 "flat" 1 + 0.01 a token. A draft step costs 0.15 of a pass, a round's bookkeeping 0.02.
 """
 
@@ -41,7 +42,7 @@ DRAFT, BOOKKEEPING = 0.15, 0.02
 
 
 def cpu(n: int) -> float:
-    return 1.0 + 0.07 * (min(n, 5) - 1) + 0.17 * max(0, n - 5)
+    return 1.0 + 0.07 * (min(n, 5) - 1) + 0.23 * max(0, n - 5)
 
 
 def flat(n: int) -> float:

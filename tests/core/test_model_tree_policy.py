@@ -8,7 +8,8 @@ beside it only where the tree's predicted tokens per second beat the chain's.
   chain; with v flat (a GPU's) it puts siblings where the draft is unsure; broken: siblings
   priced as free (v of the chain's width), which picks a tree on the steep v too. Tree rounds
   measured dearer than a chain round of their width keep the chain even on a flat v; broken:
-  a rule blind to that price.
+  a rule blind to that price. A tree ahead by less than TREE_MARGIN (2%) is not drafted;
+  broken: no margin.
 - Through the engine, steep v: ``model-tree`` under the cost policy drafts, round by round,
   what the chain drafter drafts (same drafts, same verdicts, same text); broken: the old
   tree plan without the confidence stop (K nodes). Flat v: trees are chosen, the text is the
@@ -126,6 +127,45 @@ def test_the_dear_tree_check_rejects_a_rule_that_ignores_what_trees_cost() -> No
         "(self.extra if m else 0.0)", "0.0"))
     with pytest.raises(AssertionError):
         check_dear_tree_rounds_keep_the_chain(blind)
+
+
+def check_a_narrow_win_keeps_the_chain(cls: type[CostPolicy]) -> None:
+    """Over slopes of v: where the best tree is ahead of the chain by less than 2% (within
+    what a sibling's α̂ learned from few tests can be off by), the chain is drafted."""
+    narrow = 0
+    for step in range(60):
+        def v(n: int, slope: float = 0.005 * step) -> float:
+            return 1.0 + slope * (n - 1)
+
+        p = cls(4)
+        p.calibrate({n: v(n) for n in CALIBRATION_WIDTHS})
+        p.observe(Outcome(TREE, 0, 0, 0.0, v(1), 1, v(1)))
+        p.observe(Outcome(TREE, 0, 0, 0.0, v(1), 1, v(1) + 0.02))
+        stop = policy_mod._ConfidenceStop(p, TREE, 8)
+        at = stop.branch(SPINE, SIBLINGS)
+        assert stop.branched is not None
+        r_chain, r_tree = stop.branched[4:6]
+        if r_chain < r_tree < 1.02 * r_chain:
+            narrow += 1
+            assert at == (), (step, r_tree / r_chain)
+        elif r_tree >= 1.02 * r_chain:
+            assert at, (step, r_tree / r_chain)
+    assert narrow, "no slope gave a narrow win: widen the sweep"
+
+
+def test_a_tree_ahead_by_less_than_the_margin_is_not_drafted() -> None:
+    check_a_narrow_win_keeps_the_chain(CostPolicy)
+
+
+class NoMargin(CostPolicy):
+    """Broken: a tree drafted wherever it is predicted faster at all."""
+
+    TREE_MARGIN = 1.0
+
+
+def test_the_margin_check_rejects_a_policy_without_one() -> None:
+    with pytest.raises(AssertionError):
+        check_a_narrow_win_keeps_the_chain(NoMargin)
 
 
 def test_the_reason_shows_the_figures_compared() -> None:
