@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from .calibration import plausible
 from .options import K_LIMIT  # the largest K any policy drafts
 from .plans import Choice, Outcome, Plan
 from .tally import expected_tokens_per_round
@@ -249,6 +250,9 @@ class CostModel:
     overhead: _Mean = field(default_factory=_Mean)  # seconds of bookkeeping per round
     calibrated: dict[int, float] = field(default_factory=dict)  # width -> seconds, at load
     load: _Mean = field(default_factory=_Mean)  # this run's passes / the calibrated shape
+    # The same ratio per width: where they differ by more than SHAPE_SPREAD, the shape itself
+    # is off (timed while something else was busy) and calibrated × load is a guess.
+    ratios: dict[int, _Mean] = field(default_factory=dict)
     # The fit of v(n) to the measured widths, redone when they change (the cost policy asks
     # for v(n) ~25 times a round; refitting each time was ~1% of a run's wall time).
     _fitted_on: tuple[tuple[int, float], ...] | None = field(default=None, repr=False,
@@ -260,6 +264,9 @@ class CostModel:
     # widths have been measured; on this 2-core CPU SmolLM2-135M measured ~0.1 per token.
     PRIOR_SLOPE = 0.1
     FIT = _VerifyFit
+    # Quiet passes of the bundled target, 2 threads, against a quiet calibration: within ~1.2x
+    # of each other across widths; one timed under load: 0.023 at width 2, 0.066 at width 5.
+    SHAPE_SPREAD = 1.5
 
     def calibrate(self, verify_s: dict[int, float]) -> None:
         """Take target passes timed once per pair (width -> seconds) as v(n)'s shape."""
@@ -271,6 +278,21 @@ class CostModel:
         if width is None:
             return bool(self.verify or self.calibrated)
         return width in self.verify or width in self.calibrated
+
+    def measured(self, width: int) -> bool:
+        """Whether this run has timed a pass of ``width`` tokens itself."""
+        mean = self.verify.get(width)
+        return mean is not None and mean.known
+
+    def shape_doubtful(self) -> bool:
+        """Whether the calibration's shape is in doubt: no machine left alone times it
+        (:func:`calibration.plausible`), or this run's passes scale it unevenly (their ratios to
+        it, per width, differ by more than SHAPE_SPREAD). v(n) at widths the run has not timed
+        is then no estimate, and v(1), the plain step every K is weighed against, least of all."""
+        if self.calibrated and not plausible(self.calibrated):
+            return True
+        known = [m.value for m in self.ratios.values() if m.known]
+        return len(known) >= 2 and max(known) > self.SHAPE_SPREAD * min(known)
 
     def _points(self) -> tuple[tuple[int, float], ...]:
         scale = self.load.value if self.load.known else 1.0
@@ -318,6 +340,7 @@ class CostModel:
         shape = self._shape(outcome.fed) if self._shape is not None else 0.0
         if shape > 0:
             self.load.add(outcome.verify_s / shape)
+            self.ratios.setdefault(outcome.fed, _Mean()).add(outcome.verify_s / shape)
         self.overhead.add(max(0.0, outcome.round_s - outcome.draft_s - outcome.verify_s))
 
 
@@ -491,6 +514,12 @@ class CostPolicy:
         if not self.costs.knows(1):
             # The alternative to drafting is a plain step: measure its cost once, early.
             return Choice(0, "measuring a plain target step → K 0")
+        if not self.costs.measured(1) and self.costs.shape_doubtful():
+            # The calibration's v(1) is off by an unknown factor: a stale, too dear plain step
+            # makes every K look better than the target alone (none was ever taken, so none
+            # re-timed), a too cheap one the reverse. One plain step times it.
+            return Choice(0, "the calibration's shape is in doubt: measuring a plain target "
+                          "step → K 0")
         rates = self.rates(plan, cap)
         k = max(range(len(rates)), key=lambda i: (rates[i], -i))  # ties: the smaller K
         probe = ""

@@ -13,7 +13,7 @@ import torch
 from specviz.core import calibration, engine
 from specviz.core.drafters import CachedModel
 from specviz.core.models import ModelPair
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 from tests.tiny import tiny_pair
 
 WIDTHS = engine.CALIBRATION_WIDTHS
@@ -235,3 +235,109 @@ def test_a_kept_step_that_is_lost_or_shared_is_caught(broken: str) -> None:
                                          "calibration_key(_target_runner(pair))"))
         with pytest.raises(AssertionError):
             check_kept_step(bad)
+
+
+# Kept on this project's machine (2 threads, 2026-11-26) after a timing while other processes
+# held both cores: one token dearer than three. And the same target nearly quiet: a narrower
+# pass may cost a little more than a wider one (widths 5 and 8: another kernel per width group).
+BUSY = {1: 1.5314, 2: 2.1129, 3: 0.8361, 5: 1.3615, 8: 1.5140, 11: 1.8885, 17: 1.4809}
+QUIET = {1: 0.0394, 2: 0.0430, 3: 0.0488, 5: 0.0926, 8: 0.0796, 11: 0.0905, 17: 0.0920}
+
+
+def refuses_a_busy_curve(load: object, plausible: object = calibration.plausible) -> None:
+    """``load`` hands back a kept quiet curve and refuses a kept busy one."""
+    path = calibration.store_path()
+    for curve, kept in ((QUIET, True), (BUSY, False)):
+        assert plausible(curve) == kept  # type: ignore[operator]
+        calibration.save("key", curve, {}, path)
+        assert (load("key", WIDTHS, path) == curve) == kept  # type: ignore[operator]
+
+
+def test_a_busy_curve_kept_is_refused() -> None:
+    refuses_a_busy_curve(calibration.load)
+
+
+BROKEN_LOADS = {
+    "any curve with every width": (calibration.load, [(
+        "return costs if costs is not None and plausible(costs) else None", "return costs")]),
+    "no slack for a quiet machine's kernel groups": (calibration.plausible, [(
+        "seconds[a] <= SLACK * min(", "seconds[a] <= min(")]),
+}
+
+
+@pytest.mark.parametrize("name", list(BROKEN_LOADS))
+def test_broken_loads_are_caught(name: str) -> None:
+    fn, edits = BROKEN_LOADS[name]
+    broken = mutant(fn, *edits)
+    with pytest.raises(AssertionError):
+        if fn is calibration.plausible:  # load reading the broken check
+            refuses_a_busy_curve(with_globals(calibration.load, plausible=broken), broken)
+        else:
+            refuses_a_busy_curve(broken)
+
+
+def test_a_busy_curve_is_timed_again_and_a_busy_timing_not_kept() -> None:
+    """Kept busy: the next launch times the passes again. Timed busy (every extra sweep too):
+    this process uses the figures (the run's passes rescale them) and the next times again."""
+    engine.calibrate(fresh_pair(), measure=Timing(1.0))
+    path = calibration.store_path()
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        entry["seconds"] = {str(n): s for n, s in BUSY.items()}
+    path.write_text(json.dumps(data))
+    timing = Timing(1.0)
+    assert engine.calibrate(fresh_pair(), refresh=False, measure=timing) == costs(1.0)
+    assert len(timing.calls) == 1
+    path.unlink()
+    busy: list[int] = []
+
+    def busy_timing(target: CachedModel, token: int) -> dict[int, float]:
+        busy.append(token)
+        return dict(BUSY)
+
+    assert engine.calibrate(fresh_pair(), measure=busy_timing) == BUSY
+    assert not path.exists() or calibration.load(
+        engine.calibration_key(CachedModel(fresh_pair().target, 1, fast=True))[0],
+        WIDTHS) is None
+    assert engine.calibrate(fresh_pair(), measure=busy_timing) == BUSY
+    assert len(busy) == 2  # nothing kept: timed again
+
+
+class BurstyTarget:
+    """A target whose passes a fake clock times: the first ``busy`` sweeps at BUSY, then QUIET
+    (a burst of load from elsewhere that outlasts the usual sweeps)."""
+
+    def __init__(self, busy: int) -> None:
+        self.device = torch.device("cpu")
+        self.now = 0.0
+        self.passes = 0
+        self.busy = busy
+
+    def clock(self) -> float:
+        return self.now
+
+    def time_pass(self, n: int, token: int) -> float:
+        sweep = self.passes // len(WIDTHS)
+        self.passes += 1
+        self.now += (BUSY if sweep < self.busy else QUIET)[n]
+        return 0.0
+
+
+def test_a_burst_during_the_sweeps_is_outlasted() -> None:
+    """Busy through both usual sweeps: more sweeps until the curve is plausible (the quiet one);
+    with no let-up at all, the sweeps stop after CALIBRATION_EXTRA_SWEEPS more."""
+    target = BurstyTarget(busy=engine.CALIBRATION_SWEEPS)
+    assert engine.measure_costs(target, 0, target.clock) == pytest.approx(QUIET)  # type: ignore[arg-type]
+    endless = BurstyTarget(busy=1000)
+    assert engine.measure_costs(endless, 0, endless.clock) == pytest.approx(BUSY)  # type: ignore[arg-type]
+    assert endless.passes == len(WIDTHS) * (engine.CALIBRATION_SWEEPS
+                                            + engine.CALIBRATION_EXTRA_SWEEPS)
+
+
+def test_no_extra_sweeps_keeps_the_burst() -> None:
+    """Broken: the usual sweeps only."""
+    broken = mutant(engine.measure_costs, (
+        "range(CALIBRATION_SWEEPS + CALIBRATION_EXTRA_SWEEPS)", "range(CALIBRATION_SWEEPS)"))
+    target = BurstyTarget(busy=engine.CALIBRATION_SWEEPS)
+    with pytest.raises(AssertionError):
+        assert broken(target, 0, target.clock) == pytest.approx(QUIET)
