@@ -34,7 +34,10 @@ TERMS = (
               "pass; the drafts are tested in order until the first rejection."),
     ("r", "a uniform draw in [0, 1) per tested draft; kept if r < min(1, p/q)."),
     ("α", "the share of tested drafts kept: P(draft kept | tested). Drafts after a "
-          "rejection are never tested and do not count."),
+          "rejection are never tested and do not count. A run with tree rounds shows it "
+          "per position: each depth of a tree counts once, kept if any draft there was "
+          "kept, so it compares with a chain's; the siblings tested beside a position's "
+          "first draft are counted apart (under α, and in its tooltip)."),
     ("c", "the cost ratio: one draft pass ÷ one target step (the target's one-token step, "
           "timed when the pair loaded)."),
     ("v", "one verify pass (the target scoring K + 1 positions) ÷ one target step; above 1 "

@@ -53,6 +53,7 @@ class ElidedLabel(QLabel):
         super().__init__(parent)
         self.setProperty("elides", True)  # cut on purpose (tests/gui/layout_check.py)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.elide = Qt.TextElideMode.ElideRight  # where the "…" goes (ElideLeft: keep the end)
         self.setText(text)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
@@ -67,11 +68,15 @@ class ElidedLabel(QLabel):
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(40, super().sizeHint().height())
 
+    def shown(self, width: int | None = None) -> str:
+        """The text as drawn in ``width`` pixels (default: the label's contents now)."""
+        width = self.contentsRect().width() if width is None else width
+        return self.fontMetrics().elidedText(self.text(), self.elide, width)
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
         painter = QPainter(self)
         rect = self.contentsRect()
-        shown = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight,
-                                              rect.width())
+        shown = self.shown(rect.width())
         painter.drawText(rect, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
         painter.end()  # now, not when the frame is freed (a profiler may hold it)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
+from specviz.core.events import Round
 from specviz.core.record import RunRecord, SpeedStats
 from specviz.gui.look.style import (
     BLUE,
@@ -435,6 +437,81 @@ def paper_tooltip(stats: SpeedStats) -> str:
     return "\n".join(lines)
 
 
+ALPHA_NAME = "α = P(draft kept)"  # a chain's α: each draft tested counts once
+TREE_ALPHA_NAME = "α per position"  # a run with tree rounds: each position (depth) counts once
+
+
+@dataclass
+class Siblings:
+    """What a run's tree rounds did beside α, as core's tally counts it: each position (depth)
+    of a tree round counts one test in α whatever number of drafts were tested there; the
+    drafts tested there after the first are the siblings (``tested``), those of them kept
+    ``kept`` (a position whose sibling was kept counts as kept in α).
+
+    ``add`` folds rounds in one at a time (``count`` keeps a record's count current in O(new
+    rounds)); ``trees``: rounds whose drafts branch (a parent other than the chain's)."""
+
+    trees: int = 0
+    tested: int = 0
+    kept: int = 0
+    rounds: int = 0  # rounds folded in
+    record: RunRecord | None = None  # the record they came from (``count``)
+
+    def add(self, rnd: Round) -> None:
+        self.rounds += 1
+        drafted = rnd.drafted
+        if not drafted or drafted[0].parent is None \
+                or all(d.parent == i - 1 for i, d in enumerate(drafted)):
+            return  # a chain
+        self.trees += 1
+        depth: list[int] = []
+        counted: set[int] = set()
+        for d in drafted:
+            at = 0 if d.parent is None or d.parent < 0 else depth[d.parent] + 1
+            depth.append(at)
+            if d.status == "discarded":
+                continue
+            if at in counted:
+                self.tested += 1
+                self.kept += d.status == "accepted"
+            counted.add(at)
+
+    def count(self, record: RunRecord) -> Siblings:
+        """The siblings of ``record``'s rounds (started again for another or a shorter one)."""
+        if record is not self.record or len(record.rounds) < self.rounds:
+            self.trees = self.tested = self.kept = self.rounds = 0
+            self.record = record
+        for rnd in record.rounds[self.rounds:]:
+            self.add(rnd)
+        return self
+
+
+def alpha_caption(siblings: Siblings | None, compact: bool = False) -> str:
+    """α's caption: a chain's, or per position where the run drafted trees, with the siblings
+    tested beside the positions and how many were kept (measured; presenting: in the tooltip)."""
+    if siblings is None or not siblings.trees:
+        return ALPHA_NAME
+    if not siblings.tested or compact:
+        return TREE_ALPHA_NAME
+    s = "" if siblings.tested == 1 else "s"
+    return f"{TREE_ALPHA_NAME}\n+ {siblings.tested} sibling{s} tested, {siblings.kept} kept"
+
+
+def alpha_tooltip(siblings: Siblings | None) -> str:
+    """What α counts, in words (a tree run: per position, the siblings apart)."""
+    chain = ("α = kept ÷ tested: P(a draft kept | it was tested). Drafts after a rejection are "
+             "never tested and do not count.")
+    if siblings is None or not siblings.trees:
+        return chain
+    return (f"α per position = positions kept ÷ positions tested. In a tree round each position "
+            f"(depth) counts once however many drafts were tested there, as a chain's draft "
+            f"does, so α is comparable with a chain's; a position counts as kept when its first "
+            f"draft or a sibling beside it was kept. This run: {siblings.trees} tree round"
+            f"{'' if siblings.trees == 1 else 's'}, {siblings.tested} sibling"
+            f"{'' if siblings.tested == 1 else 's'} tested beside a position's first draft, "
+            f"{siblings.kept} of them kept.")
+
+
 class SpeedView(QWidget):
     """Big numbers: tokens/s, target passes per token, expected and measured speedup.
 
@@ -445,7 +522,7 @@ class SpeedView(QWidget):
     FIELDS = (
         ("tokens_per_s", "tokens / s"),
         ("target_calls_per_token", "p passes / token"),
-        ("alpha", "α = P(draft kept)"),
+        ("alpha", ALPHA_NAME),
         ("cost_ratio", "cost ratio c"),
         ("expected_speedup", "expected speedup"),
         ("measured_speedup", "measured speedup"),
@@ -457,6 +534,7 @@ class SpeedView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.compact = False  # presentation mode's layout (set_compact)
+        self.siblings: Siblings | None = None  # the shown run's tree rounds (update_from)
         self.grid = grid = QGridLayout(self)
         grid.setContentsMargins(8, 4, 8, 4)
         grid.setVerticalSpacing(0)
@@ -498,6 +576,7 @@ class SpeedView(QWidget):
         """Presentation mode: the formula line goes (it stays in the numbers' tooltips)."""
         self.compact = on
         self.formula.setVisible(self.columns == 6 and not on)
+        self.names["alpha"].setText(alpha_caption(self.siblings, on))
 
     def _arrange(self, columns: int) -> None:
         """Put the numbers in ``columns`` columns (each number above its caption)."""
@@ -546,8 +625,16 @@ class SpeedView(QWidget):
             hint.setWidth(width + 2 * self.grid.horizontalSpacing() + m.left() + m.right())
         return hint
 
-    def update_from(self, stats: SpeedStats | None, speculative: bool = True) -> None:
-        """Show the numbers (dashes before the first round)."""
+    def update_from(self, stats: SpeedStats | None, speculative: bool = True,
+                    siblings: Siblings | None = None) -> None:
+        """Show the numbers (dashes before the first round); ``siblings``: the run's tree
+        rounds, which make α's caption read per position (alpha_caption)."""
+        self.siblings = siblings = siblings if speculative else None
+        caption = alpha_caption(siblings, self.compact)
+        tip = alpha_tooltip(siblings)
+        self.names["alpha"].setText(caption)
+        self.names["alpha"].setToolTip(tip)
+        self.values["alpha"].setToolTip(tip)
         if stats is None or stats.tokens_per_s == 0:
             for label in self.values.values():
                 label.setText("—")

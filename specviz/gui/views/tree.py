@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 from specviz.core.events import DraftPosition, Round
 from specviz.gui.look.style import FATES, PLOT_POINT_SIZE, fmt_prob, token_label
 from specviz.gui.look.themes import LIGHT, Theme
+from specviz.gui.views.labels import ElidedLabel
 
 ROOT = -1
 # The tree's type shrinks to fit its view down to this share of the app's plot type (zoomed
@@ -473,7 +474,16 @@ class TreeView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
+        # The K policy's reason (the cost policy's tree-or-chain figures, 200 characters and
+        # more): one muted line under the headline, cut at its start so the end (tree or
+        # chain, and why) stays; whole in its tooltip. Wrapped, its two more lines took the
+        # tree's room at 1366 × 768.
+        self.reason = ElidedLabel()
+        self.reason.elide = Qt.TextElideMode.ElideLeft
+        self.reason.setFont(small)
+        self.reason.hide()
         layout.addWidget(self.header)
+        layout.addWidget(self.reason)
         layout.addLayout(row, 1)
         self.set_theme(LIGHT)
 
@@ -482,6 +492,7 @@ class TreeView(QWidget):
         self.canvas.theme = theme
         for scroll in (self.scroll, self.residual_scroll):
             scroll.setStyleSheet(f"QScrollArea {{ background: {theme.plot_bg}; }}")
+        self.reason.setStyleSheet(f"color: {theme.muted}")
         self.residuals.setStyleSheet(f"QLabel {{ background: {theme.plot_bg}; "
                                      f"color: {theme.plot_text}; padding: 6px; }}")
         self.canvas.update()
@@ -509,6 +520,10 @@ class TreeView(QWidget):
         self.canvas.set_round(rnd, reveal, current)
         self.fit()
         self.header.setText(headline(rnd, selected, self.theme, short=self.presenting))
+        self.header.setToolTip(reason_tooltip(rnd))
+        self.reason.setText(f"[{rnd.policy_reason}]" if rnd.policy_reason else "")
+        self.reason.setToolTip(reason_tooltip(rnd))
+        self.reason.setVisible(bool(rnd.policy_reason))
         self.residuals.setText(tests_html(rnd, reveal, self.theme, current))
         staged = reveal != Reveal()
         if staged:  # what the phase just revealed stays in view: the ringed node, the last line
@@ -556,7 +571,16 @@ class TreeView(QWidget):
         m = self.layout().contentsMargins()
         return (m.top() + m.bottom() + self.layout().spacing()
                 + self.header.heightForWidth(max(1, self.width() - m.left() - m.right()))
+                + (self.reason.sizeHint().height() + self.layout().spacing()
+                   if self.reason.isVisibleTo(self) else 0)
                 + self.natural_height + 4)
+
+
+def reason_tooltip(rnd: Round) -> str:
+    """The round's reason whole, for a tooltip ('' without one): rich text, so Qt wraps it."""
+    if not rnd.policy_reason:
+        return ""
+    return f"<p>Round {rnd.index + 1}, K = {rnd.k}: {escape(rnd.policy_reason)}</p>"
 
 
 def headline(rnd: Round, selected: bool = False, theme: Theme = LIGHT,

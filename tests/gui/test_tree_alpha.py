@@ -1,0 +1,204 @@
+"""α of a run with tree rounds reads per position, with the siblings tested beside it; a chain's
+α reads as before. A tree round's reason (the cost policy's tree-or-chain figures) is shown
+whole in its headline at 1366 × 768 and 1920 × 1080, in the window and presenting.
+
+Driven by the scripted lookup-tree run (tests/gui/scripted.py: two tree rounds, one chain
+round). Each check is shown rejecting a broken copy (tests/mutation.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from html import escape
+
+import pytest
+from PySide6.QtCore import QSize
+from PySide6.QtWidgets import QApplication
+
+import specviz.gui.views.run_view as run_view_module
+import specviz.gui.views.stats as stats_module
+import specviz.gui.views.tree as tree_module
+from specviz.core.events import Round
+from specviz.gui.views.run_view import RunView
+from specviz.gui.views.stats import ALPHA_NAME, TREE_ALPHA_NAME, Siblings
+from specviz.gui.views.tree import TreeView
+from specviz.gui.windows.app import MainWindow
+from tests.gui.scripted import speculative_events, tree_events
+from tests.mutation import mutant
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
+                                       "This plugin does not support raise")
+
+# The form a2e71ae gave the cost policy's reason for a model-tree round (the longest one).
+REASON = ("model-tree, α̂ 0.80, c 0.06; stopped at q 0.57 (keeps 0.77): K 2 3.72 tok/s at v 1.1 "
+          "≥ K 3 3.25 tok/s at v 1.4 → K 2; tree 2+2 1.87 tok/r 1.62 tok/s at v 1.0 > chain 2 "
+          "1.64 tok/r 1.45 tok/s at v 1.0 → tree")
+
+
+def with_reason(events: list) -> list:
+    return [dataclasses.replace(e, policy_reason=REASON) if isinstance(e, Round) else e
+            for e in events]
+
+
+def alpha_shown(qtbot, events: list, presenting: bool = False) -> tuple[str, str, str, RunView]:
+    """α's caption, value and tooltip in a RunView fed ``events``."""
+    view = RunView(frame_ms=10_000)
+    qtbot.addWidget(view)
+    view.resize(1600, 900)
+    view.set_presenting(presenting)
+    for e in events:
+        view.apply(e)
+    view.flush(now=0.0)
+    speed = view.speed
+    return (speed.names["alpha"].text(), speed.values["alpha"].text(),
+            speed.values["alpha"].toolTip(), view)
+
+
+def alpha_problems(qtbot) -> list[str]:
+    """What the α card gets wrong on the scripted tree run and on a chain run.
+
+    The tree run: at the root “ cat” is tested, then “ the” beside it (a sibling, kept); after
+    “ the”, “ big” then “ sun” (a sibling, rejected); the second tree tests one draft at each
+    of its 3 positions; the chain round tests 2. α = positions kept ÷ tested = 5 / 7."""
+    problems = []
+    caption, value, tip, view = alpha_shown(qtbot, tree_events())
+    if caption != f"{TREE_ALPHA_NAME}\n+ 2 siblings tested, 1 kept":
+        problems.append(f"tree run's caption {caption!r}")
+    if value != f"{5 / 7:.2f}" or value != f"{view.record.alpha:.2f}":
+        problems.append(f"tree run's α {value!r}")
+    if view.siblings.tested != view.record.tally.siblings:  # core's own count of them
+        problems.append(f"{view.siblings.tested} siblings, the tally says "
+                        f"{view.record.tally.siblings}")
+    if "2 siblings tested" not in tip or "1 of them kept" not in tip \
+            or "2 tree rounds" not in tip:
+        problems.append(f"tree run's tooltip {tip!r}")
+    caption, _, _, _ = alpha_shown(qtbot, tree_events(), presenting=True)
+    if caption != TREE_ALPHA_NAME:  # the room's one line: the count is in the tooltip
+        problems.append(f"tree run's caption presenting {caption!r}")
+    caption, value, tip, _ = alpha_shown(qtbot, speculative_events())
+    if caption != ALPHA_NAME or "per position" in tip or value != "0.67":
+        problems.append(f"chain run's caption {caption!r}, α {value!r}, tooltip {tip!r}")
+    # A tree run whose trees tested no sibling (each drafted one beside a rejected draft):
+    # per position, and no sibling count.
+    events = tree_events()
+    events[1] = dataclasses.replace(events[1], drafted=tuple(
+        dataclasses.replace(d, status="discarded") if d.index in (1, 5) else d
+        for d in events[1].drafted))
+    caption, _, _, _ = alpha_shown(qtbot, events)
+    if caption != TREE_ALPHA_NAME:
+        problems.append(f"tree run without siblings tested: caption {caption!r}")
+    return problems
+
+
+def test_alpha_reads_per_position_on_tree_runs_only(qtbot) -> None:
+    assert alpha_problems(qtbot) == []
+
+
+@pytest.mark.parametrize("broken", [
+    # Chains counted as trees: a chain run's α would read per position.
+    (Siblings, ("return  # a chain", "pass  # a chain")),
+    # Every tested sibling counted as kept.
+    (Siblings, ('self.kept += d.status == "accepted"', 'self.kept += d.status != "discarded"')),
+    # The first draft at a position counted as a sibling too.
+    (Siblings, ("if at in counted:", "if True:")),
+    # The label left off: a tree run's α read as a chain's.
+    (stats_module.alpha_caption, ("if siblings is None or not siblings.trees:", "if True:")),
+], ids=["chains-as-trees", "all-kept", "first-counted", "no-label"])
+def test_a_wrong_alpha_card_is_caught(qtbot, monkeypatch, broken) -> None:  # noqa: ANN001
+    obj, edit = broken
+    copy = mutant(obj, edit)
+    if obj is Siblings:
+        monkeypatch.setattr(run_view_module, "Siblings", copy)
+    else:
+        monkeypatch.setattr(stats_module, obj.__name__, copy)
+    assert alpha_problems(qtbot) != []
+
+
+def reason_problems(window: MainWindow, screen: tuple[int, int],
+                    presenting: bool) -> list[str]:
+    """The selected tree round's reason: one line under its headline, inside the tree's pane
+    with its whole height, cut at its start only, so its end (tree or chain, and the figures
+    that chose it) is drawn whole; whole in its tooltip. Presenting, nothing in the window is
+    cut either (tests/gui/layout_check.py)."""
+    from tests.gui.layout_check import label_problems, window_problems
+
+    tree = window.run_view.tree
+    line = tree.reason
+    problems = []
+    if line.text() != f"[{REASON}]" or not line.isVisible():
+        problems.append(f"reason line {line.text()!r}, visible {line.isVisible()}")
+    if escape(REASON) not in line.toolTip() or escape(REASON) not in tree.header.toolTip():
+        problems.append(f"tooltip without the reason: {line.toolTip()!r}")
+    tail = REASON[REASON.rindex("; ") + 2:]  # "tree 2+2 … → tree"
+    if not line.shown().endswith(tail + "]"):
+        problems.append(f"the reason's end is cut: {line.shown()!r}")
+    box = line.geometry()
+    if box.top() < tree.header.geometry().bottom() or box.bottom() >= tree.height() \
+            or box.height() < line.sizeHint().height():
+        problems.append(f"reason line at {box.getRect()} in a tree pane {tree.height()} px tall")
+    problems += label_problems(tree.header, "tree headline")
+    if presenting:
+        problems += window_problems(window, screen)
+    return problems
+
+
+@pytest.fixture
+def tree_window(qtbot, settings_store, monkeypatch):
+    """A window on ``screen`` fed the tree run with the long reason, its first (tree) round
+    selected; presenting or not. Returns it and what reason_problems finds."""
+    made = []
+
+    def make(screen: tuple[int, int], presenting: bool) -> tuple[MainWindow, list[str]]:
+        w = MainWindow(loader=None, settings=settings_store, autoload=False)
+        qtbot.addWidget(w)
+        made.append(w)
+        w.showNormal()
+        w.resize(*screen)  # maximised on that screen
+        w.run_view.timer.stop()
+        if presenting:
+            monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*screen)))
+            monkeypatch.setattr(w.presentation, "screen_size", lambda: QSize(*screen))
+            w.present_action.setChecked(True)
+        for e in with_reason(tree_events()):
+            w.run_view.apply(e)
+        for _ in range(4):
+            w.run_view.flush(now=0.0)
+            QApplication.processEvents()
+        w.run_view.select_round(0)
+        for _ in range(2):
+            QApplication.processEvents()
+        return w, reason_problems(w, screen, presenting)
+
+    yield make
+    for w in made:
+        w.close()
+
+
+@pytest.mark.parametrize("presenting", [False, True], ids=["window", "presenting"])
+@pytest.mark.parametrize("screen", [(1920, 1080), (1366, 768)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_tree_rounds_reason_is_shown_whole(tree_window, screen, presenting) -> None:  # noqa: ANN001
+    window, problems = tree_window(screen, presenting)
+    assert problems == [], "\n".join(problems)
+    assert window.run_view.tree.round.index == 0
+
+
+@pytest.mark.parametrize("broken", [
+    ("self.reason.elide = Qt.TextElideMode.ElideLeft", "pass"),  # cut at its end
+    ("self.reason.setVisible(bool(rnd.policy_reason))", "self.reason.hide()"),
+], ids=["cut-at-end", "hidden"])
+def test_a_cut_or_missing_reason_is_caught(tree_window, monkeypatch, broken) -> None:  # noqa: ANN001
+    monkeypatch.setattr(run_view_module, "TreeView", mutant(tree_module.TreeView, broken))
+    _, problems = tree_window((1366, 768), False)
+    assert problems, "a broken reason line passed"
+
+
+def test_the_reason_line_follows_the_round(qtbot) -> None:
+    """A chain round's bars keep their own headline; a tree round without a reason hides the
+    line (no empty brackets)."""
+    view = TreeView()
+    qtbot.addWidget(view)
+    rnd = tree_events()[1]
+    view.show_round(rnd)
+    assert view.reason.isHidden() and view.reason.text() == "" and view.header.toolTip() == ""
+    view.show_round(dataclasses.replace(rnd, policy_reason=REASON))
+    assert not view.reason.isHidden() and view.reason.text() == f"[{REASON}]"
