@@ -64,7 +64,7 @@ class TreeProposal:
 
 def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
                 ngram_max: int = 4, depth: int = 4, width: int = 3,
-                max_nodes: int = 16) -> TreeProposal | None:
+                max_nodes: int = 16, q_rows: bool = True) -> TreeProposal | None:
     """Branches from the earlier occurrences of the context's suffixes.
 
     Occurrences of the ngram_max-id suffix come first (most recent first), then those of
@@ -78,18 +78,25 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
     proposal's first k nodes) keeps a prefix of that order: it is always a tree, and it never
     shortens the first branch to make room for others, so a tree of k nodes holds the chain
     of k drafts (up to the copy's length) and can only add to what that chain keeps.
+    ``q_rows`` False: the proposal's q rows are left empty, (0, V) (the engine's drafter reads
+    the tree alone; (N + 1, V) zeros are ~3 MB a round at a 49k vocabulary).
     """
     if not 1 <= ngram_min <= ngram_max:
         raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
-    length = len(context)
+    ids = tuple(context)
+    length = len(ids)
+    # Where the last id occurred before, most recent first (something follows each): every
+    # earlier occurrence of a suffix ends at one of them (one pass, not one per length).
+    ends = [j for j in range(length - 2, -1, -1) if ids[j] == ids[-1]]
     starts: list[int] = []  # where each continuation starts: longer matches first, then recency
+    seen: set[int] = set()
     match = 0
     for n in range(min(ngram_max, length - 1), ngram_min - 1, -1):
-        suffix = list(context[length - n:])
-        # Occurrences ending before the last id (so something follows), most recent first.
-        for i in range(length - n - 1, -1, -1):
-            if i + n not in starts and list(context[i:i + n]) == suffix:
-                starts.append(i + n)
+        suffix = ids[length - n:]
+        for j in ends:  # the occurrence ids[j - n + 1 .. j]
+            if j + 1 not in seen and j >= n - 1 and ids[j - n + 1:j + 1] == suffix:
+                starts.append(j + 1)
+                seen.add(j + 1)
                 match = max(match, n)
     if not starts:
         return None
@@ -117,14 +124,14 @@ def lookup_tree(context: Sequence[int], vocab_size: int, *, ngram_min: int = 1,
                 added = True
             at = node + 1
         used += added  # a continuation already in the tree adds weight, not a branch
-    q_rows = torch.zeros(len(tokens) + 1, vocab_size)
-    for c, seen in enumerate(counts):
-        total = sum(seen.values())
-        for x, count in seen.items():
-            q_rows[c, x] = count / total
+    q = torch.zeros(len(tokens) + 1 if q_rows else 0, vocab_size)
+    for c, after in enumerate(counts if q_rows else ()):
+        total = sum(after.values())
+        for x, count in after.items():
+            q[c, x] = count / total
     kind: Rule = "deterministic"  # nothing was drawn
     tree = DraftTree(tuple(tokens), tuple(parents), (kind,) * (len(tokens) + 1))
-    return TreeProposal(tree, q_rows, "lookup", match)
+    return TreeProposal(tree, q, "lookup", match)
 
 
 def grow_tree(root_q: torch.Tensor, score_level: ScoreLevel, rng: Random, *, depth: int,
@@ -202,7 +209,7 @@ class LookupTreeDrafter(DrafterBase):
         if self._last is None or self._last[0] != len(context):
             self._last = (len(context), lookup_tree(
                 context, self.vocab_size, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
-                depth=self.depth, width=self.width, max_nodes=self.lookup_k))
+                depth=self.depth, width=self.width, max_nodes=self.lookup_k, q_rows=False))
         return self._last[1]
 
     def plan(self, context: Sequence[int]) -> Plan:

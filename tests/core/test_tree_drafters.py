@@ -289,7 +289,7 @@ BREADTH_FIRST = (
      "    tokens = [tokens[i] for i in order]\n"
      '    kind: Rule = "deterministic"\n'),
 )
-OLDEST_FIRST = (("for i in range(length - n - 1, -1, -1):", "for i in range(length - n):"),)
+OLDEST_FIRST = (("for j in ends:", "for j in reversed(ends):"),)
 
 
 def repetitive_contexts(count: int = 80) -> list[Seq]:
