@@ -691,12 +691,13 @@ def run_lookup_rounds(cls: type[CostPolicy], rounds: int) -> tuple[CostPolicy, l
 @pytest.mark.parametrize(("cls", "correct"), [(CostPolicy, True), (TrustsAnyShape, False)])
 def test_a_busy_calibration_shape_gets_its_plain_step_timed(cls: type[CostPolicy],
                                                            correct: bool) -> None:
-    """After a few rounds the run's passes show the shape is off (0.02 of it at width 2, 0.06
-    at width 5): one plain step times v(1), and from then on v(1) is the quiet one."""
-    p, ks = run_lookup_rounds(cls, 12)
+    """No quiet machine times this shape: the first round after the calibration is a plain
+    step, which times v(1) (scaled by a wide pass, v(1) read 2.5x too dear, and a lookup that
+    keeps 0.3 of its copies drafted 4 a round, never a plain step)."""
+    p, ks = run_lookup_rounds(cls, 1)
     v1 = p.costs.verify_cost(1)
     assert (abs(v1 / QUIET_2_THREADS[1] - 1) < 0.05) == correct, (v1, ks)
-    assert (0 in ks) == correct, ks
+    assert (ks == [0]) == correct, ks
 
 
 def test_a_calibration_of_the_right_shape_spends_no_plain_step() -> None:
@@ -717,13 +718,45 @@ PlausibleIsEnough = mutant(CostModel, (
 
 @pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (PlausibleIsEnough, False)])
 def test_a_shape_the_run_scales_unevenly_is_doubted(cls: type[CostModel], correct: bool) -> None:
-    """Timed with the narrow passes (≤ 3 tokens) twice as slow as the wide ones: plausible,
-    but the run's passes at width 2 and 6 scale it by 0.5 and 1: v(1) is timed, not scaled."""
+    """Timed with the narrow passes (≤ 3 tokens) 2.2x as slow as the wide ones: plausible, but
+    the run's passes at width 2 and 5 scale it by 0.45 and 1: v(1) is timed, not scaled."""
     costs = cls()
-    costs.calibrate({n: s * (2 if n <= 3 else 1) for n, s in QUIET_2_THREADS.items()})
+    costs.calibrate({n: QUIET_2_THREADS[n] * (2.2 if n <= 3 else 1) for n in (1, 2, 3, 5, 8, 11)})
     p = CostPolicy(4, costs=costs)
     p.observe(outcome(4, 1, verify_s=0.5, fed=300))  # the prefill round: not a sample
-    for k in (1, 5, 1, 5):
+    for k in (1, 4, 1, 4):
         p.observe(outcome(k, 1, lookup_plan(2, 10, 10), verify_s=QUIET_2_THREADS[k + 1]))
     choice = p.choose(lookup_plan(2, 10, 10), cap=100)
     assert (choice.k == 0 and "shape is in doubt" in choice.reason) == correct, choice
+
+
+# Broken: a doubted shape, rescaled, still prices the widths the run has not timed (v(1) timed,
+# v(2) read ~2x too dear beside it: the run kept to plain steps, 1.01x on a grounded prompt).
+ScaledDoubtedShape = mutant(CostModel, (
+    "calibrated = {} if timed and self.shape_doubtful() else self.calibrated",
+    "calibrated = self.calibrated"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (ScaledDoubtedShape, False)])
+def test_a_doubted_shape_leaves_the_pricing_to_the_runs_passes(cls: type[CostModel],
+                                                               correct: bool) -> None:
+    """Calibrated on BUSY_SHAPE, 60 rounds of 1-token-match lookup keeping half its copies,
+    timed at QUIET_2_THREADS: short drafts pay there (K 1: 1.5 tokens for 1.09 plain steps; the
+    rescaled busy shape drafted 10 at v 2.3 and read 1.11x), so the run beats plain steps by
+    30% (1.43x)."""
+    p = CostPolicy(4, costs=cls())
+    p.calibrate(BUSY_SHAPE)
+    p.observe(outcome(4, 1, verify_s=0.5, fed=300))  # the prefill round: not a sample
+    plan = lookup_plan(1, 10, 10)
+    rng = random.Random(7)
+    tokens, seconds = 0, 0.0
+    for _ in range(60):
+        k = p.choose(plan, cap=100).k
+        n = 0
+        while n < k and rng.random() < 0.5:
+            n += 1
+        p.observe(outcome(k, n, plan, verify_s=QUIET_2_THREADS[k + 1]))
+        tokens += n + 1
+        seconds += QUIET_2_THREADS[k + 1]
+    speedup = tokens / seconds * QUIET_2_THREADS[1]
+    assert (speedup > 1.3) == correct, speedup
