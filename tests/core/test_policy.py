@@ -733,8 +733,7 @@ def test_a_shape_the_run_scales_unevenly_is_doubted(cls: type[CostModel], correc
 # Broken: a doubted shape, rescaled, still prices the widths the run has not timed (v(1) timed,
 # v(2) read ~2x too dear beside it: the run kept to plain steps, 1.01x on a grounded prompt).
 ScaledDoubtedShape = mutant(CostModel, (
-    "calibrated = {} if timed and self.shape_doubtful() else self.calibrated",
-    "calibrated = self.calibrated"))
+    "calibrated = {} if unshaped else self.calibrated", "calibrated = self.calibrated"))
 
 
 @pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (ScaledDoubtedShape, False)])
@@ -760,3 +759,25 @@ def test_a_doubted_shape_leaves_the_pricing_to_the_runs_passes(cls: type[CostMod
         seconds += QUIET_2_THREADS[k + 1]
     speedup = tokens / seconds * QUIET_2_THREADS[1]
     assert (speedup > 1.3) == correct, speedup
+
+
+# Broken: with no calibrated shape, widths past the widest timed continue the timed widths' own
+# line (2 tokens 43 ms, 4 tokens 86 ms: 11 tokens read 238 ms, timed 90).
+LineBeyondTimedWidths = mutant(CostModel, (
+    "self._fit = _PriorBeyond(fit, measured[-1][0], self.PRIOR_SLOPE) if unshaped \\\n"
+    "                else fit", "self._fit = fit"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [(CostModel, True), (LineBeyondTimedWidths, False)])
+def test_a_long_sure_copy_is_drafted_long_without_a_calibrated_shape(cls: type[CostModel],
+                                                                     correct: bool) -> None:
+    """Calibrated on BUSY_SHAPE; the run has timed widths 1, 2 and 4 (QUIET_2_THREADS). A
+    4-token match whose copies are all kept, 10 to copy: K 10 (10.9 tokens for 2.3 plain
+    steps, against 2 for 1.09 at K 1)."""
+    p = CostPolicy(4, costs=cls())
+    p.calibrate(BUSY_SHAPE)
+    p.observe(outcome(4, 1, verify_s=0.5, fed=300))  # the prefill round: not a sample
+    plan = lookup_plan(4, 10, 10)
+    for k in (0, 1, 3, 1, 1, 1):
+        p.observe(outcome(k, k, plan, verify_s=QUIET_2_THREADS[k + 1]))
+    assert (p.choose(plan, cap=100).k == 10) == correct
