@@ -405,6 +405,7 @@ class DecodeController(QObject):
         self.failed_spec: PairSpec | None = None  # the last load that failed, and why
         self.last_failure: RunFailed | None = None
         self.closing = False
+        self._post_lock = threading.Lock()  # held by _post's check-and-emit and by shutdown
         self._token = 0  # the load whose result is wanted; bumped by every load and cancel
         self._wanted: LoadTask | None = None
         self._tasks: dict[PairSpec, LoadTask] = {}  # threads still running, wanted or not
@@ -515,12 +516,20 @@ class DecodeController(QObject):
         except Exception:  # noqa: BLE001 - the first cost-policy run then times them itself
             pass
 
-    @staticmethod
-    def _post(signal: Any, *args: object) -> None:
-        try:
-            signal.emit(*args)
-        except RuntimeError:  # the window is gone (an abandoned load finishing late)
-            pass
+    def _post(self, signal: Any, *args: object) -> None:
+        """Emit ``signal`` from a load or probe thread, unless the controller is shutting
+        down. The check and the emit hold ``_post_lock``, which ``shutdown`` takes to set
+        ``closing``: once shutdown returns no thread touches this QObject again, so a window
+        destroyed after closing cannot be emitted on mid-destruction (it segfaulted in CI-like
+        runs when a load thread still timing the target posted ``step_measured`` while the
+        test's teardown collected the window)."""
+        with self._post_lock:
+            if self.closing:
+                return
+            try:
+                signal.emit(*args)
+            except RuntimeError:  # the window is gone (an abandoned load finishing late)
+                pass
 
     @Slot(object, str)
     def _on_load_progressed(self, task: LoadTask, message: str) -> None:
@@ -684,7 +693,8 @@ class DecodeController(QObject):
         means a round or a load is still running: the caller must end the process without
         tearing those down (``specviz.gui.startup.hard_exit``).
         """
-        self.closing = True
+        with self._post_lock:  # after this no load or probe thread emits on this object
+            self.closing = True
         self.worker.closing.set()
         self._token += 1
         self._wanted = None

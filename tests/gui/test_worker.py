@@ -303,3 +303,41 @@ def test_the_worker_times_the_step_when_a_pair_loads(qtbot, tiny_pair, broken: b
         return
     assert [(name, device) for name, device, *_ in got] == [("tiny-target", "cpu")]
     assert got[0][2] > 0
+
+
+class PostsAfterShutdown(worker_mod.DecodeController):
+    """The broken variant: ``_post`` as it was, emitting from a load thread whatever the
+    controller's state (a test's teardown then destroyed a window mid-emit: a segfault)."""
+
+    def _post(self, signal, *args) -> None:  # type: ignore[override]
+        try:
+            signal.emit(*args)
+        except RuntimeError:
+            pass
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_no_load_thread_emits_once_shutdown_returned(qtbot, broken: bool) -> None:
+    """A load still running when the window closes never touches the controller again: its
+    result is not emitted (not even to be dropped), so a window destroyed after closing is
+    never emitted on while Qt tears it down. The loader here blocks until after shutdown."""
+    entered, release = threading.Event(), threading.Event()
+
+    def loader(*_a, **_k):
+        entered.set()
+        release.wait(10)
+        raise ModelLoadError("late")
+
+    cls = PostsAfterShutdown if broken else worker_mod.DecodeController
+    controller = cls(loader, measure_at_load=False)
+    emitted: list[threading.Thread] = []
+    controller._load_done.connect(lambda *_: emitted.append(threading.current_thread()),
+                                  Qt.ConnectionType.DirectConnection)
+    controller.load(SPEC)
+    assert entered.wait(10)
+    task = controller._wanted
+    controller.shutdown(wait_ms=1000)
+    release.set()
+    task.thread.join(10)
+    assert not task.thread.is_alive()
+    assert (emitted == []) == (not broken), emitted
