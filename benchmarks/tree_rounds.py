@@ -34,7 +34,8 @@ from specviz.core.promptset import pick, read_prompts  # noqa: E402
 from specviz.core.registry import Entry  # noqa: E402
 
 # Seconds of a target pass by width: the bundled target's calibration on this project's 2-core
-# CPU, 1 thread, quiet (the kept calibration, cache_root()/calibration.json, 2026-11-26); only its shape matters.
+# CPU, 1 thread, quiet (the kept calibration, cache_root()/calibration.json, 2026-11-26);
+# only its shape matters.
 FROZEN_V = {1: 0.164, 2: 0.1723, 3: 0.1847, 5: 0.2797, 8: 0.3078, 11: 0.317, 17: 0.3988}
 
 
