@@ -129,15 +129,20 @@ def plot_problems(view: pg.GraphicsView, where: str) -> list[str]:
     return problems
 
 
-def drawn_tick_labels(axis: pg.AxisItem) -> list[tuple[float, float, str]]:
-    """(start, end, text) of each tick label pyqtgraph draws on ``axis`` as it is now (along
-    the axis: left and right on a horizontal one), in order."""
+def draw_specs(axis: pg.AxisItem) -> tuple | None:
+    """pyqtgraph's draw specs for ``axis`` as it is now (None: no length yet)."""
     image = QImage(8, 8, QImage.Format.Format_ARGB32)
     painter = QPainter(image)  # text metrics need an active painter
     try:
-        specs = axis.generateDrawSpecs(painter)
+        return axis.generateDrawSpecs(painter)
     finally:
         painter.end()
+
+
+def drawn_tick_labels(axis: pg.AxisItem) -> list[tuple[float, float, str]]:
+    """(start, end, text) of each tick label pyqtgraph draws on ``axis`` as it is now (along
+    the axis: left and right on a horizontal one), in order."""
+    specs = draw_specs(axis)
     if specs is None:
         return []
     horizontal = axis.orientation in ("bottom", "top")
@@ -154,12 +159,7 @@ def axis_problems(axis: pg.AxisItem, label: str) -> list[str]:
         along = text.width()
         if along > length + SLACK:
             problems.append(f"{label}: label {axis.labelText!r} {along:.0f} px > {length:.0f}")
-    image = QImage(8, 8, QImage.Format.Format_ARGB32)
-    painter = QPainter(image)  # text metrics need an active painter
-    try:
-        specs = axis.generateDrawSpecs(painter)
-    finally:
-        painter.end()
+    specs = draw_specs(axis)
     if specs is None:  # an axis with no length yet
         return [f"{label}: has no room to draw"]
     _, _, texts = specs

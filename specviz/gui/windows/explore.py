@@ -123,6 +123,26 @@ def read_prompt_items(path: str, per_category: int) -> list[PromptItem]:
     return pick(read_prompts(path.strip()), per_category or None)
 
 
+def prompt_file_fields(parent: QWidget) -> tuple[QLineEdit, QPushButton, QSpinBox]:
+    """The prompt file's path, its Choose… button (wired to a file dialog) and the count per
+    category, as the Prompt set and Diagnose tabs both ask for them."""
+    path = QLineEdit()
+    path.setPlaceholderText("a prompt file: one prompt per line, or Spec-Bench's "
+                            "question.jsonl")
+    browse = QPushButton("Choose…")
+
+    def choose() -> None:
+        chosen, _ = QFileDialog.getOpenFileName(parent, "Choose a prompt file", "", PROMPT_FILES)
+        if chosen:
+            path.setText(chosen)
+
+    browse.clicked.connect(choose)
+    per_category = QSpinBox(minimum=0, maximum=10_000, value=2)
+    per_category.setSpecialValueText("all")
+    per_category.setToolTip("The first N prompts of each category (0: all of them)")
+    return path, browse, per_category
+
+
 def _pick_recording(parent: QWidget, title: str) -> str:
     """A recording's path from the file dialog ("" when cancelled)."""
     path, _ = QFileDialog.getOpenFileName(parent, title, "",
@@ -800,13 +820,7 @@ class DiagnosePanel(JobPanel):
         top.addWidget(self.status, 1)
         top.addWidget(self.use_lineup_button)
         top.addWidget(self.open_button)
-        self.path = QLineEdit()
-        self.path.setPlaceholderText("a prompt file: one prompt per line, or Spec-Bench's "
-                                     "question.jsonl")
-        self.browse_button = QPushButton("Choose…")
-        self.per_category = QSpinBox(minimum=0, maximum=10_000, value=2)
-        self.per_category.setSpecialValueText("all")
-        self.per_category.setToolTip("The first N prompts of each category (0: all of them)")
+        self.path, self.browse_button, self.per_category = prompt_file_fields(self)
         self.new_tokens = QSpinBox(minimum=8, maximum=512, value=64)
         # T > 0 by default: at T = 0 the draft's q is one-hot, the calibration plot one point.
         self.config = QLineEdit("drafter=model k=4 k_policy=fixed temperature=0.8")
@@ -889,7 +903,6 @@ class DiagnosePanel(JobPanel):
         self.items: tuple[PromptItem, ...] = ()  # the prompts being run
         self._summary = ""  # the status line of what is shown (a run's end restores it)
         self.open_button.clicked.connect(self._on_open_clicked)
-        self.browse_button.clicked.connect(self._on_browse_clicked)
         self.run_button.clicked.connect(self._on_run_clicked)
         self.show_button.clicked.connect(self._on_show_clicked)
         self.tokens.currentCellChanged.connect(self._on_tokens_current_cell_changed)
@@ -918,11 +931,6 @@ class DiagnosePanel(JobPanel):
         return True
 
     # -- a prompt file, run here -------------------------------------------------------------
-
-    def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", "", PROMPT_FILES)
-        if path:
-            self.path.setText(path)
 
     def job(self) -> DiagnoseJob | None:
         """The prompts and the run the fields ask for, or None (the reason in the status)."""
@@ -1083,13 +1091,7 @@ class SetPanel(JobPanel):
 
     def __init__(self) -> None:
         super().__init__("Run set")
-        self.path = QLineEdit()
-        self.path.setPlaceholderText("a prompt file: one prompt per line, or Spec-Bench's "
-                                     "question.jsonl")
-        self.browse_button = QPushButton("Choose…")
-        self.per_category = QSpinBox(minimum=0, maximum=10_000, value=2)
-        self.per_category.setSpecialValueText("all")
-        self.per_category.setToolTip("The first N prompts of each category (0: all of them)")
+        self.path, self.browse_button, self.per_category = prompt_file_fields(self)
         self.tokens = QSpinBox(minimum=8, maximum=512, value=64)
         self.configs = [QLineEdit("drafter=hybrid k_policy=cost"),
                         QLineEdit("drafter=model k=4 k_policy=fixed")]
@@ -1152,18 +1154,12 @@ class SetPanel(JobPanel):
         self.name = ""
         self.last_job: SetJob | None = None
         self.resumed_from = 0
-        self.browse_button.clicked.connect(self._on_browse_clicked)
         self.run_button.clicked.connect(self._on_run_clicked)
         self.resume_button.clicked.connect(self._on_resume_clicked)
         self.csv_button.clicked.connect(lambda: self._save("CSV", "csv", self.save_csv))
         self.markdown_button.clicked.connect(lambda: self._save("Markdown", "md",
                                                                 self.save_markdown))
         self.png_button.clicked.connect(lambda: self._save("PNG", "png", self.save_png))
-
-    def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a prompt file", "", PROMPT_FILES)
-        if path:
-            self.path.setText(path)
 
     def job(self) -> SetJob | None:
         """The run the fields ask for, or None (the reason in the status line)."""
