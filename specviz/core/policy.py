@@ -717,6 +717,24 @@ def _rate(tokens_per_s: float) -> str:
     return f"{tokens_per_s:.0f}" if tokens_per_s >= 1000 else f"{tokens_per_s:.3g}"
 
 
+@dataclass(frozen=True)
+class Branched:
+    """What ``_ConfidenceStop.branch`` compared: the chain of ``spine`` drafts against the
+    best tree, the chain with ``siblings`` more (0: no sibling to weigh, or nothing measured).
+
+    Expected tokens per round, tokens per second, and the verify pass (seconds) of each.
+    """
+
+    spine: int  # n, the chain's drafts
+    siblings: int  # m, the tree's siblings beside them
+    chain_tokens: float = 0.0  # E[tokens / round], chain
+    tree_tokens: float = 0.0  # E[tokens / round], tree
+    chain_rate: float = 0.0  # tokens / s, chain
+    tree_rate: float = 0.0  # tokens / s, tree
+    chain_verify_s: float = 0.0  # v(n + 1); 0: nothing measured
+    tree_verify_s: float = 0.0  # v(n + 1 + m)
+
+
 class _ConfidenceStop:
     """The cost policy's rule for one round of model drafts: draft on while it pays."""
 
@@ -728,9 +746,8 @@ class _ConfidenceStop:
         # Not None: draft to the cap whatever the confidences (then weigh a tree); the reason
         # the policy gave for that K.
         self.whole = whole
-        # What ``branch`` compared: (spine n, siblings m, E chain, E tree, tok/s chain,
-        # tok/s tree, v chain, v tree) for the chain and the best tree; None: not asked.
-        self.branched: tuple[int, int, float, float, float, float, float, float] | None = None
+        # What ``branch`` compared, the chain against the best tree; None: not asked.
+        self.branched: Branched | None = None
         self.chosen = 0  # siblings taken
         self.extra = 0.0  # seconds a tree round costs beyond its width's pass (measured)
         costs = policy.costs
@@ -775,7 +792,7 @@ class _ConfidenceStop:
         policy, key = self.policy, self.plan.key
         n = len(spine)
         if not policy.costs.knows(1):
-            self.branched = (n, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            self.branched = Branched(n, 0)
             return ()  # nothing measured to weigh by: the chain, as the chain drafter drafts
         a = [policy.confident_alpha(key, c) for c in spine]
         reach = [1.0]  # R_i: every spine draft before context i kept
@@ -801,28 +818,31 @@ class _ConfidenceStop:
         self.chosen = best
         if len(rates) > 1:
             other = best if best else max(range(1, len(rates)), key=lambda j: (rates[j][1], -j))
-            self.branched = (n, other, chain, rates[other][0], rates[0][1], rates[other][1],
-                             v[n + 1], v[n + 1 + other])
+            self.branched = Branched(n, other, chain, rates[other][0], rates[0][1],
+                                     rates[other][1], v[n + 1], v[n + 1 + other])
         else:
-            self.branched = (n, 0, chain, chain, rates[0][1], rates[0][1], v[n + 1], v[n + 1])
+            self.branched = Branched(n, 0, chain, chain, rates[0][1], rates[0][1], v[n + 1],
+                                     v[n + 1])
         return tuple(sorted(i for _, i in gains[:best]))
 
     def _weighed(self) -> str:
         """The tree against the chain, e.g. "tree 4+2 2.91 tok/r 31.2 tok/s at v 1.9 > chain
         4 2.75 tok/r 30.4 tok/s at v 1.7 → tree" (v in one-token passes)."""
-        if self.branched is None:
+        b = self.branched
+        if b is None:
             return ""
-        n, m, e_chain, e_tree, r_chain, r_tree, v_chain, v_tree = self.branched
         v1 = self.v[1]
-        if not m:
-            return "; no sibling to weigh → chain" if v_chain else "; nothing measured → chain"
-        chain = f"chain {n} {e_chain:.2f} tok/r {_rate(r_chain)} tok/s at v {v_chain / v1:.1f}"
+        if not b.siblings:
+            return ("; no sibling to weigh → chain" if b.chain_verify_s
+                    else "; nothing measured → chain")
+        chain = (f"chain {b.spine} {b.chain_tokens:.2f} tok/r {_rate(b.chain_rate)} tok/s at v "
+                 f"{b.chain_verify_s / v1:.1f}")
         extra = f" + {self.extra / v1:.2f}" if self.extra > 0 else ""
-        tree = (f"tree {n}+{m} {e_tree:.2f} tok/r {_rate(r_tree)} tok/s at v "
-                f"{v_tree / v1:.1f}{extra}")
+        tree = (f"tree {b.spine}+{b.siblings} {b.tree_tokens:.2f} tok/r {_rate(b.tree_rate)} "
+                f"tok/s at v {b.tree_verify_s / v1:.1f}{extra}")
         if self.chosen:
             return f"; {tree} > {chain} → tree"
-        sign = "≥" if r_chain >= r_tree else "≈"  # ≈: the tree is ahead by < TREE_MARGIN
+        sign = "≥" if b.chain_rate >= b.tree_rate else "≈"  # ≈: ahead by < TREE_MARGIN
         return f"; {chain} {sign} {tree} → chain"
 
     def reason(self, k: int) -> str:
@@ -833,7 +853,7 @@ class _ConfidenceStop:
         head = f"α̂ {self.alpha:.2f}, c {self.c / v1:.2f}"
         conf, a = self.last
         if self.branched is not None:
-            k = self.branched[0]  # the chain's drafts (the siblings come after, in ``tree``)
+            k = self.branched.spine  # the chain's drafts (the siblings come after, in ``tree``)
         if not self.stopped:
             return (f"{head}, v {self.v[k + 1] / v1:.1f}; sure up to the cap {self.cap} → K {k}"
                     f"{tree}")
@@ -853,5 +873,5 @@ def make_policy(name: str, k: int) -> KPolicy:
     return policy
 
 
-__all__ = ["K_LIMIT", "Choice", "CostModel", "CostPolicy", "FixedPolicy", "HeuristicPolicy",
-           "KPolicy", "Outcome", "StopRule", "make_policy"]
+__all__ = ["K_LIMIT", "Branched", "Choice", "CostModel", "CostPolicy", "FixedPolicy",
+           "HeuristicPolicy", "KPolicy", "Outcome", "StopRule", "make_policy"]

@@ -129,6 +129,75 @@ def test_the_dear_tree_check_rejects_a_rule_that_ignores_what_trees_cost() -> No
         check_dear_tree_rounds_keep_the_chain(blind)
 
 
+# Every form of the reason's tree-or-chain part, as _ConfidenceStop gave them before its
+# comparison had named fields (the 8-tuple of 1c51ebe): the same inputs must read the same.
+REASONS = {
+    "steep": "α̂ 0.60, c 0.15, v 2.5; sure up to the cap 8 → K 3; chain 3 2.78 tok/r 0.937 tok/s "
+             "at v 2.5 ≥ tree 3+1 3.18 tok/r 0.915 tok/s at v 3.0 → chain",
+    "flat": "α̂ 0.60, c 0.15, v 1.0; sure up to the cap 8 → K 3; tree 3+2 3.20 tok/r 2.11 tok/s "
+            "at v 1.1 > chain 3 2.78 tok/r 1.86 tok/s at v 1.0 → tree",
+    "dear": "α̂ 0.52, c 0.07, v 1.0; sure up to the cap 8 → K 3; chain 3 2.33 tok/r 1.86 tok/s "
+            "at v 1.0 ≥ tree 3+1 2.93 tok/r 0.927 tok/s at v 1.0 + 1.91 → chain",
+    "narrow": "α̂ 0.60, c 0.15, v 1.8; sure up to the cap 8 → K 3; chain 3 2.78 tok/r 1.22 "
+              "tok/s at v 1.8 ≈ tree 3+1 3.18 tok/r 1.25 tok/s at v 2.1 → chain",
+    "no sibling": "α̂ 0.60, c 0.15, v 1.0; sure up to the cap 8 → K 3; no sibling to weigh → "
+                  "chain",
+    "unmeasured": "K 3; nothing measured → chain",
+    "whole": "model-tree K 3; tree 3+2 3.20 tok/r 2.11 tok/s at v 1.1 > chain 3 2.78 tok/r 1.86 "
+             "tok/s at v 1.0 → tree",
+    "stopped": "α̂ 0.60, c 0.15; stopped at q 0.95 (keeps 0.95): K 1 1.17 tok/s at v 1.5 ≥ K 2 "
+               "1.09 tok/s at v 2.0 → K 1; chain 1 1.95 tok/r 1.17 tok/s at v 1.5 ≥ tree 1+1 "
+               "1.98 tok/r 0.911 tok/s at v 2.0 → chain",
+}
+
+
+def reasons(rule: type[policy_mod._ConfidenceStop]) -> dict[str, str]:
+    """The reason ``rule`` gives in each case of REASONS."""
+    def weighed(p: CostPolicy, siblings: Sequence[float | None] = SIBLINGS,
+                whole: str | None = None, k: int = 7) -> str:
+        stop = rule(p, TREE, 8, whole=whole)
+        stop.branch(SPINE, siblings)
+        return stop.reason(k)  # K in the reason: the chain's drafts, not ``k``
+
+    dear = ready(flat)
+    for _ in range(3):
+        dear.observe(Outcome(TREE, 4, 1, 0.2, flat(5), 5, 0.2 + flat(5) + 2.0,
+                             (0.9, 0.4, 0.8, 0.5), (-1, 0, 1, 0),
+                             ("accepted", "rejected", "discarded", "rejected")))
+    stopped = rule(ready(steep), TREE, 8)
+    assert stopped(1, 0.95) is False  # a steep v: the first draft is the last
+    stopped.branch(SPINE[:1], SIBLINGS[:1])
+    return {
+        "steep": weighed(ready(steep)),
+        "flat": weighed(ready(flat)),
+        "dear": weighed(dear),
+        "narrow": weighed(ready(lambda n: 1.0 + 0.27 * (n - 1))),
+        "no sibling": weighed(ready(flat), siblings=(None, None, None)),
+        "unmeasured": weighed(CostPolicy(4), whole="K 3"),
+        "whole": weighed(ready(flat), whole="model-tree K 3"),
+        "stopped": stopped.reason(1),
+    }
+
+
+def test_the_reason_reads_as_before_the_comparison_had_names() -> None:
+    stop = policy_mod._ConfidenceStop(ready(flat), TREE, 8)
+    stop.branch(SPINE, SIBLINGS)
+    assert stop.branched == policy_mod.Branched(
+        spine=3, siblings=2, chain_tokens=stop.branched.chain_tokens,
+        tree_tokens=stop.branched.tree_tokens, chain_rate=stop.branched.chain_rate,
+        tree_rate=stop.branched.tree_rate, chain_verify_s=flat(4), tree_verify_s=flat(6))
+    assert reasons(policy_mod._ConfidenceStop) == REASONS
+
+
+@pytest.mark.parametrize("edit", [
+    ("{_rate(b.chain_rate)} tok/s at v", "{_rate(b.tree_rate)} tok/s at v"),  # rates swapped
+    ("k = self.branched.spine", "k = k"),  # K read from the caller, not the chain compared
+    ("{b.chain_tokens:.2f} tok/r", "{b.tree_tokens:.2f} tok/r"),  # the tree's E as the chain's
+], ids=["rates-swapped", "k-not-the-spine", "tokens-swapped"])
+def test_the_reason_check_rejects_a_field_read_wrong(edit: tuple[str, str]) -> None:
+    assert reasons(mutant(policy_mod._ConfidenceStop, edit)) != REASONS
+
+
 def check_a_narrow_win_keeps_the_chain(cls: type[CostPolicy]) -> None:
     """Over slopes of v: where the best tree is ahead of the chain by less than 2% (within
     what a sibling's α̂ learned from few tests can be off by), the chain is drafted."""
@@ -144,7 +213,7 @@ def check_a_narrow_win_keeps_the_chain(cls: type[CostPolicy]) -> None:
         stop = policy_mod._ConfidenceStop(p, TREE, 8)
         at = stop.branch(SPINE, SIBLINGS)
         assert stop.branched is not None
-        r_chain, r_tree = stop.branched[4:6]
+        r_chain, r_tree = stop.branched.chain_rate, stop.branched.tree_rate
         if r_chain < r_tree < 1.02 * r_chain:
             narrow += 1
             assert at == (), (step, r_tree / r_chain)
