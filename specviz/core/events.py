@@ -132,6 +132,14 @@ class Round:
     policy_reason: str = ""
     exact: bool = True  # False when lenience < 1: kept drafts no longer follow p
 
+    @property
+    def branches(self) -> bool:
+        """Whether the drafts form a tree that is not a chain: a parent other than the
+        chain's -1, 0, 1, … (a chain round has no parents at all, or those)."""
+        d = self.drafted
+        return bool(d) and d[0].parent is not None and \
+            any(x.parent != i - 1 for i, x in enumerate(d))
+
 
 @dataclass(frozen=True)
 class PairInfo:
@@ -197,8 +205,13 @@ class Summary:
     tested: int = 0  # drafts compared against p (accepted + rejected)
     # Tree rounds: a position (a depth of the tree) counts one test in ``tested`` and α however
     # many siblings were tested there (α per position, comparable with a chain's); these are
-    # the siblings tested after the first at a position.
+    # the siblings tested after the first at a position, and of them the ones kept (the
+    # position counts as kept in α too). ``trees``: rounds whose drafts branch
+    # (Round.branches). Recordings made before these two carry neither: 0 (the rounds in
+    # them hold what a RunRecord counts again).
     siblings: int = 0
+    siblings_kept: int = 0
+    trees: int = 0
     # Counts behind the ratios above, so summaries of several runs add up (tally.Tally).
     reached_by_position: tuple[int, ...] = ()  # drafts tested at position i
     kept_by_position: tuple[int, ...] = ()  # drafts kept at position i

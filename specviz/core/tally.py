@@ -41,6 +41,8 @@ class Tally:
     tested: int = 0
     accepted: int = 0
     siblings: int = 0  # tree rounds: siblings tested at a position after its first test
+    siblings_kept: int = 0  # of them, kept (its position counts as kept in ``kept`` too)
+    trees: int = 0  # rounds whose drafts branch (Round.branches)
     target_calls: int = 0
     draft_calls: int = 0
     draft_time_s: float = 0.0
@@ -62,6 +64,7 @@ class Tally:
         self.draft_time_s += rnd.draft_time_s
         self.verify_time_s += rnd.verify_time_s
         self.exact = self.exact and rnd.exact
+        self.trees += rnd.branches
         _grow(self.rounds_by_k, rnd.k + 1)
         self.rounds_by_k[rnd.k] += 1
         _grow(self.reached, len(rnd.drafted))
@@ -86,6 +89,7 @@ class Tally:
                 continue
             if at in counted:
                 self.siblings += 1
+                self.siblings_kept += d.status == "accepted"
             else:
                 counted.add(at)
                 self.tested += 1
@@ -113,6 +117,8 @@ class Tally:
         self.tested += s.tested
         self.accepted += s.accepted
         self.siblings += s.siblings
+        self.siblings_kept += s.siblings_kept
+        self.trees += s.trees
         self.target_calls += s.target_calls
         self.draft_calls += s.draft_calls
         self.draft_time_s += s.draft_time_s
@@ -212,6 +218,8 @@ class Tally:
             alpha=self.alpha,
             tested=self.tested,
             siblings=self.siblings,
+            siblings_kept=self.siblings_kept,
+            trees=self.trees,
             reached_by_position=tuple(self.reached),
             kept_by_position=tuple(self.kept),
             by_drafter=tuple(

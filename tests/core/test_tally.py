@@ -11,8 +11,9 @@ from specviz.core.tally import Tally, expected_speedup, expected_tokens_per_roun
 from tests.plain import plain
 from tests.tiny import tiny_pair, word_tokenizer
 
-COUNTS = ("tokens", "rounds", "drafted", "accepted", "tested", "reached_by_position",
-          "kept_by_position", "by_drafter", "rounds_by_k", "exact")
+COUNTS = ("tokens", "rounds", "drafted", "accepted", "tested", "siblings", "siblings_kept",
+          "trees", "reached_by_position", "kept_by_position", "by_drafter", "rounds_by_k",
+          "exact")
 
 
 def run(pair: ModelPair, seed: int, **kw: object) -> tuple[list[Round], RunFinished]:

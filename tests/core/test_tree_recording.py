@@ -103,3 +103,30 @@ def test_a_format_2_chain_recording_still_opens(tree_lines: list[str]) -> None:
     assert back[0].format == 2 and len(back) == len(events)
     assert all(d.parent is None and d.residual_top is None
                for e in back if isinstance(e, Round) for d in e.drafted)
+
+
+def test_a_tree_recording_written_before_the_tree_counts_still_opens(
+        tree_lines: list[str]) -> None:
+    """Format 3 as written before the summary carried ``trees`` and ``siblings_kept``: it
+    opens, its summary reads 0 for both, and a RunRecord counts them again from its rounds
+    (what the app's α caption shows), as the engine's summary of the same run has them."""
+    from specviz.core.record import RunRecord
+    from tests.core.test_tree_tally import counted_per_parent
+
+    now = json.loads(tree_lines[-1])["summary"]
+    old = []
+    for line in tree_lines:
+        data = json.loads(line)
+        if data["type"] == "run_finished":
+            del data["summary"]["trees"], data["summary"]["siblings_kept"]
+        old.append(json.dumps(data))
+    back = read(old)
+    assert len(back) == len(tree_lines)
+    assert (back[-1].summary.trees, back[-1].summary.siblings_kept) == (0, 0)
+    record = RunRecord()
+    for e in back:
+        record.add(e)
+    counts = (record.tally.trees, record.tally.siblings, record.tally.siblings_kept)
+    assert counts == counted_per_parent(record.rounds) == \
+        (now["trees"], now["siblings"], now["siblings_kept"])
+    assert record.tally.trees > 0 and record.tally.siblings > 0

@@ -3,12 +3,16 @@
 whole in its headline at 1366 × 768 and 1920 × 1080, in the window and presenting.
 
 Driven by the scripted lookup-tree run (tests/gui/scripted.py: two tree rounds, one chain
-round). Each check is shown rejecting a broken copy (tests/mutation.py).
+round) and by real lookup-tree and model-tree runs (tests/core/test_tree_tally.py), whose
+caption and tooltip must give core's tally's counts, and those the counts made per parent.
+Each check is shown rejecting a broken copy (tests/mutation.py): the caption's own mistakes,
+and a record counting with a broken Tally (chains as trees, every sibling kept, ...).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from html import escape
 
 import pytest
@@ -18,13 +22,16 @@ from PySide6.QtWidgets import QApplication
 import specviz.gui.views.run_view as run_view_module
 import specviz.gui.views.stats as stats_module
 import specviz.gui.views.tree as tree_module
+from specviz.core import tally as tally_mod
 from specviz.core.events import Round
+from specviz.core.record import RunRecord
 from specviz.gui.views.run_view import RunView
-from specviz.gui.views.stats import ALPHA_NAME, TREE_ALPHA_NAME, Siblings
+from specviz.gui.views.stats import ALPHA_NAME, TREE_ALPHA_NAME
 from specviz.gui.views.tree import TreeView
 from specviz.gui.windows.app import MainWindow
+from tests.core.test_tree_tally import BROKEN_TALLIES, counted_per_parent, rounds_in, tree_runs
 from tests.gui.scripted import speculative_events, tree_events
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
                                        "This plugin does not support raise")
@@ -66,9 +73,6 @@ def alpha_problems(qtbot) -> list[str]:
         problems.append(f"tree run's caption {caption!r}")
     if value != f"{5 / 7:.2f}" or value != f"{view.record.alpha:.2f}":
         problems.append(f"tree run's α {value!r}")
-    if view.siblings.tested != view.record.tally.siblings:  # core's own count of them
-        problems.append(f"{view.siblings.tested} siblings, the tally says "
-                        f"{view.record.tally.siblings}")
     if "2 siblings tested" not in tip or "1 of them kept" not in tip \
             or "2 tree rounds" not in tip:
         problems.append(f"tree run's tooltip {tip!r}")
@@ -87,6 +91,32 @@ def alpha_problems(qtbot) -> list[str]:
     caption, _, _, _ = alpha_shown(qtbot, events)
     if caption != TREE_ALPHA_NAME:
         problems.append(f"tree run without siblings tested: caption {caption!r}")
+    return problems + real_run_problems(qtbot)
+
+
+CAPTION = re.compile(r"\+ (\d+) siblings? tested, (\d+) kept$")
+TOOLTIP = re.compile(r"This run: (\d+) tree rounds?, (\d+) siblings? tested beside a "
+                     r"position's first draft, (\d+) of them kept\.$")
+
+
+def real_run_problems(qtbot) -> list[str]:
+    """On real lookup-tree and model-tree runs: the counts in the caption and the tooltip
+    are the record's tally's, and those are the counts made per parent."""
+    problems = []
+    for name, events in tree_runs().items():
+        caption, _, tip, view = alpha_shown(qtbot, list(events))
+        tally = view.record.tally
+        want = counted_per_parent(rounds_in(events))
+        shown = CAPTION.search(caption)
+        told = TOOLTIP.search(tip)
+        if shown is None or told is None:
+            problems.append(f"{name}: caption {caption!r}, tooltip {tip!r}")
+            continue
+        counts = (int(told[1]), int(shown[1]), int(shown[2]))
+        if counts != (tally.trees, tally.siblings, tally.siblings_kept) or counts != want \
+                or (int(told[2]), int(told[3])) != counts[1:]:
+            problems.append(f"{name}: (trees, siblings, kept) shown {counts}, told "
+                            f"{told.groups()}, per parent {want}")
     return problems
 
 
@@ -94,23 +124,27 @@ def test_alpha_reads_per_position_on_tree_runs_only(qtbot) -> None:
     assert alpha_problems(qtbot) == []
 
 
-@pytest.mark.parametrize("broken", [
-    # Chains counted as trees: a chain run's α would read per position.
-    (Siblings, ("return  # a chain", "pass  # a chain")),
-    # Every tested sibling counted as kept.
-    (Siblings, ('self.kept += d.status == "accepted"', 'self.kept += d.status != "discarded"')),
-    # The first draft at a position counted as a sibling too.
-    (Siblings, ("if at in counted:", "if True:")),
+@pytest.mark.parametrize("edit", [
     # The label left off: a tree run's α read as a chain's.
-    (stats_module.alpha_caption, ("if siblings is None or not siblings.trees:", "if True:")),
-], ids=["chains-as-trees", "all-kept", "first-counted", "no-label"])
-def test_a_wrong_alpha_card_is_caught(qtbot, monkeypatch, broken) -> None:  # noqa: ANN001
-    obj, edit = broken
-    copy = mutant(obj, edit)
-    if obj is Siblings:
-        monkeypatch.setattr(run_view_module, "Siblings", copy)
-    else:
-        monkeypatch.setattr(stats_module, obj.__name__, copy)
+    ("if tally is None or not tally.trees:", "if True:"),
+    # The siblings tested shown as the siblings kept.
+    ('f"{tally.siblings_kept} kept"', 'f"{tally.siblings} kept"'),
+], ids=["no-label", "tested-as-kept"])
+def test_a_wrong_alpha_caption_is_caught(qtbot, monkeypatch, edit) -> None:  # noqa: ANN001
+    monkeypatch.setattr(stats_module, "alpha_caption", mutant(stats_module.alpha_caption, edit))
+    assert alpha_problems(qtbot) != []
+
+
+@pytest.mark.parametrize("edits", BROKEN_TALLIES.values(), ids=BROKEN_TALLIES.keys())
+def test_a_record_counting_with_a_broken_tally_is_caught(qtbot, monkeypatch, edits) -> None:  # noqa: ANN001
+    """The view's records fold rounds with a broken Tally (the run view builds its records;
+    core's modules stay as they are)."""
+    broken = mutant(tally_mod.Tally, *edits)
+
+    class Record(RunRecord):
+        add = with_globals(RunRecord.add, Tally=broken)
+
+    monkeypatch.setattr(run_view_module, "RunRecord", Record)
     assert alpha_problems(qtbot) != []
 
 

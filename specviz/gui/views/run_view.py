@@ -33,7 +33,7 @@ from specviz.gui.views.bars import RoundBarsView
 from specviz.gui.views.glossary import legend_tooltip
 from specviz.gui.views.labels import TOOLTIP_CHARS, breakable, capped, k_text, vocab_text
 from specviz.gui.views.staging import StagePanel, Stager
-from specviz.gui.views.stats import AcceptanceView, Siblings, SpeedView
+from specviz.gui.views.stats import AcceptanceView, SpeedView
 from specviz.gui.views.stream import TokenStreamView
 from specviz.gui.views.tree import TreeView, is_tree
 
@@ -219,7 +219,6 @@ class RunView(QWidget):
         self.stage_next = False  # the next round unfolds in phases (Step with staging on)
         self.acceptance = AcceptanceView()
         self.speed = SpeedView()
-        self.siblings = Siblings()  # the shown record's tree rounds: α's caption (per position)
 
         # The speed numbers in one row across the width. Below, the text (widest: it is what
         # the audience reads) beside the acceptance plots; then the round's p-vs-q panels,
@@ -732,7 +731,7 @@ class RunView(QWidget):
             step = self.target_step_s.get(key)
             kept = key in self.target_step_kept
         self.speed.update_from(rec.speed(baseline, step, step_kept=kept), rec.speculative,
-                               self.siblings.count(rec))
+                               rec.tally)
         self.info.setText(self.info_text())
         self._show_exactness()
         self.frames_drawn["stats"] += 1

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from specviz.core.events import Round
 from specviz.core.record import RunRecord, SpeedStats
+from specviz.core.tally import Tally
 from specviz.gui.look.style import (
     BLUE,
     GREY,
@@ -441,75 +440,32 @@ ALPHA_NAME = "α = P(draft kept)"  # a chain's α: each draft tested counts once
 TREE_ALPHA_NAME = "α per position"  # a run with tree rounds: each position (depth) counts once
 
 
-@dataclass
-class Siblings:
-    """What a run's tree rounds did beside α, as core's tally counts it: each position (depth)
-    of a tree round counts one test in α whatever number of drafts were tested there; the
-    drafts tested there after the first are the siblings (``tested``), those of them kept
-    ``kept`` (a position whose sibling was kept counts as kept in α).
-
-    ``add`` folds rounds in one at a time (``count`` keeps a record's count current in O(new
-    rounds)); ``trees``: rounds whose drafts branch (a parent other than the chain's)."""
-
-    trees: int = 0
-    tested: int = 0
-    kept: int = 0
-    rounds: int = 0  # rounds folded in
-    record: RunRecord | None = None  # the record they came from (``count``)
-
-    def add(self, rnd: Round) -> None:
-        self.rounds += 1
-        drafted = rnd.drafted
-        if not drafted or drafted[0].parent is None \
-                or all(d.parent == i - 1 for i, d in enumerate(drafted)):
-            return  # a chain
-        self.trees += 1
-        depth: list[int] = []
-        counted: set[int] = set()
-        for d in drafted:
-            at = 0 if d.parent is None or d.parent < 0 else depth[d.parent] + 1
-            depth.append(at)
-            if d.status == "discarded":
-                continue
-            if at in counted:
-                self.tested += 1
-                self.kept += d.status == "accepted"
-            counted.add(at)
-
-    def count(self, record: RunRecord) -> Siblings:
-        """The siblings of ``record``'s rounds (started again for another or a shorter one)."""
-        if record is not self.record or len(record.rounds) < self.rounds:
-            self.trees = self.tested = self.kept = self.rounds = 0
-            self.record = record
-        for rnd in record.rounds[self.rounds:]:
-            self.add(rnd)
-        return self
-
-
-def alpha_caption(siblings: Siblings | None, compact: bool = False) -> str:
+def alpha_caption(tally: Tally | None, compact: bool = False) -> str:
     """α's caption: a chain's, or per position where the run drafted trees, with the siblings
-    tested beside the positions and how many were kept (measured; presenting: in the tooltip)."""
-    if siblings is None or not siblings.trees:
+    tested beside the positions and how many were kept (measured; presenting: in the tooltip).
+    The counts are core's tally's (a run's RunRecord folds each round in once)."""
+    if tally is None or not tally.trees:
         return ALPHA_NAME
-    if not siblings.tested or compact:
+    if not tally.siblings or compact:
         return TREE_ALPHA_NAME
-    s = "" if siblings.tested == 1 else "s"
-    return f"{TREE_ALPHA_NAME}\n+ {siblings.tested} sibling{s} tested, {siblings.kept} kept"
+    s = "" if tally.siblings == 1 else "s"
+    return (f"{TREE_ALPHA_NAME}\n+ {tally.siblings} sibling{s} tested, "
+            f"{tally.siblings_kept} kept")
 
 
-def alpha_tooltip(siblings: Siblings | None) -> str:
+def alpha_tooltip(tally: Tally | None) -> str:
     """What α counts, in words (a tree run: per position, the siblings apart)."""
     chain = ("α = kept ÷ tested: P(a draft kept | it was tested). Drafts after a rejection are "
              "never tested and do not count.")
-    if siblings is None or not siblings.trees:
+    if tally is None or not tally.trees:
         return chain
     return (f"α per position = positions kept ÷ positions tested. In a tree round each position "
             f"(depth) counts once however many drafts were tested there, as a chain's draft "
             f"does, so α is comparable with a chain's; a position counts as kept when its first "
-            f"draft or a sibling beside it was kept. This run: {siblings.trees} tree round"
-            f"{'' if siblings.trees == 1 else 's'}, {siblings.tested} sibling"
-            f"{'' if siblings.tested == 1 else 's'} tested beside a position's first draft, "
-            f"{siblings.kept} of them kept.")
+            f"draft or a sibling beside it was kept. This run: {tally.trees} tree round"
+            f"{'' if tally.trees == 1 else 's'}, {tally.siblings} sibling"
+            f"{'' if tally.siblings == 1 else 's'} tested beside a position's first draft, "
+            f"{tally.siblings_kept} of them kept.")
 
 
 class SpeedView(QWidget):
@@ -534,7 +490,7 @@ class SpeedView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.compact = False  # presentation mode's layout (set_compact)
-        self.siblings: Siblings | None = None  # the shown run's tree rounds (update_from)
+        self.tally: Tally | None = None  # the shown run's counts: α's caption (update_from)
         self.grid = grid = QGridLayout(self)
         grid.setContentsMargins(8, 4, 8, 4)
         grid.setVerticalSpacing(0)
@@ -576,7 +532,7 @@ class SpeedView(QWidget):
         """Presentation mode: the formula line goes (it stays in the numbers' tooltips)."""
         self.compact = on
         self.formula.setVisible(self.columns == 6 and not on)
-        self.names["alpha"].setText(alpha_caption(self.siblings, on))
+        self.names["alpha"].setText(alpha_caption(self.tally, on))
 
     def _arrange(self, columns: int) -> None:
         """Put the numbers in ``columns`` columns (each number above its caption)."""
@@ -626,12 +582,12 @@ class SpeedView(QWidget):
         return hint
 
     def update_from(self, stats: SpeedStats | None, speculative: bool = True,
-                    siblings: Siblings | None = None) -> None:
-        """Show the numbers (dashes before the first round); ``siblings``: the run's tree
-        rounds, which make α's caption read per position (alpha_caption)."""
-        self.siblings = siblings = siblings if speculative else None
-        caption = alpha_caption(siblings, self.compact)
-        tip = alpha_tooltip(siblings)
+                    tally: Tally | None = None) -> None:
+        """Show the numbers (dashes before the first round); ``tally``: the run's counts,
+        whose tree rounds make α's caption read per position (alpha_caption)."""
+        self.tally = tally = tally if speculative else None
+        caption = alpha_caption(tally, self.compact)
+        tip = alpha_tooltip(tally)
         self.names["alpha"].setText(caption)
         self.names["alpha"].setToolTip(tip)
         self.values["alpha"].setToolTip(tip)

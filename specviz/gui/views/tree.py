@@ -51,9 +51,7 @@ MARKS = "′″‴"  # p′, p″, p‴: the p after one, two, three rejections 
 
 def is_tree(rnd: Round | None) -> bool:
     """Whether the round's drafts branch: a parent other than the chain's -1, 0, 1, ..."""
-    if rnd is None or not rnd.drafted or rnd.drafted[0].parent is None:
-        return False
-    return any(d.parent != i - 1 for i, d in enumerate(rnd.drafted))
+    return rnd is not None and rnd.branches
 
 
 def kept_path(rnd: Round) -> list[int]:
