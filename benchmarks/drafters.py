@@ -141,7 +141,8 @@ def hf_rows(pair: ModelPair, warm: str, enabled: bool) -> list[str]:
 
 def lookup_alpha_by_match(pair: ModelPair, sets: list[str], n_prompts: int, max_new: int,
                           k: int) -> None:
-    """Timing-free, T = 0: α of lookup proposals by match length, next to the model's α.
+    """Timing-free, T = 0: α of lookup proposals by their plan's key (the match length; for
+    long matches how far they really run back), next to the model's α.
 
     The target's greedy text is the reference; at every position, lookup (n = 1..4) proposes
     up to K tokens and, at T = 0, keeps the longest prefix that agrees with that text.
@@ -150,8 +151,8 @@ def lookup_alpha_by_match(pair: ModelPair, sets: list[str], n_prompts: int, max_
     from specviz.core.rng import TorchRandom
 
     tok = pair.tokenizer
-    kept: dict[int, int] = {}
-    tested: dict[int, int] = {}
+    kept: dict[str, int] = {}
+    tested: dict[str, int] = {}
     model = Tally()
     for set_name in sets:
         for text, chat in SETS[set_name]()[:n_prompts]:
@@ -174,12 +175,12 @@ def lookup_alpha_by_match(pair: ModelPair, sets: list[str], n_prompts: int, max_
                 while n_ok < len(proposal) and t + n_ok < len(gen) and \
                         proposal[n_ok] == gen[t + n_ok]:
                     n_ok += 1
-                kept[plan.match] = kept.get(plan.match, 0) + n_ok
-                tested[plan.match] = tested.get(plan.match, 0) + min(len(proposal), n_ok + 1)
+                kept[plan.key] = kept.get(plan.key, 0) + n_ok
+                tested[plan.key] = tested.get(plan.key, 0) + min(len(proposal), n_ok + 1)
     print(f"\nα at T = 0 ({', '.join(sets)}; {n_prompts} prompts each): model draft "
           f"{model.alpha:.2f} over {model.tested} tested drafts")
-    for n in sorted(tested):
-        print(f"  lookup, {n}-token match: α {kept[n] / tested[n]:.2f} over {tested[n]} tested")
+    for key in sorted(tested, key=lambda k: int(k.split(":")[1])):
+        print(f"  {key}: α {kept[key] / tested[key]:.2f} over {tested[key]} tested")
 
 
 def main() -> None:

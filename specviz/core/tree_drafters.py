@@ -25,7 +25,7 @@ where the draft is unsure (no Qt; ``grow_tree`` reaches the model through a call
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -204,6 +204,8 @@ class LookupTreeDrafter(DrafterBase):
         self.lookup_k, self.width = lookup_k, width
         self.depth = lookup_k if depth is None else depth
         self._last: tuple[int, TreeProposal | None] | None = None  # (context length, tree)
+        # The chain's own lookup, for the plan's key: its match is the tree's first branch.
+        self._chain = LookupDrafter(vocab_size, ngram_min, ngram_max, lookup_k)
 
     def _tree(self, context: Sequence[int]) -> TreeProposal | None:
         if self._last is None or self._last[0] != len(context):
@@ -213,10 +215,11 @@ class LookupTreeDrafter(DrafterBase):
         return self._last[1]
 
     def plan(self, context: Sequence[int]) -> Plan:
+        """The chain's plan (its match, key and prior), reaching the tree's nodes."""
         found = self._tree(context)
         n = len(found.tree) if found is not None else 0
-        match = found.match if found is not None else 0
-        return LookupDrafter.plan_for(match, n, self.lookup_k)
+        chain = self._chain.plan(context)
+        return replace(chain, available=n)
 
     def propose(self, context: Sequence[int], k: int, rng: Random,
                 go_on: GoOn | None = None) -> Proposal:

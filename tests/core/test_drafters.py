@@ -110,6 +110,42 @@ def test_longest_match_wins() -> None:
     assert d.propose(context, 2, TorchRandom(0)).tokens == (7, 3)
 
 
+def _extent_key(cls: type[LookupDrafter], run: int) -> str:
+    """The key of a lookup plan whose match really runs back ``run`` ids (ngram_max 4)."""
+    passage = list(range(100, 140))  # ids that occur once each
+    # The passage, other text, then its last ``run`` ids again after an id that differs
+    # from the one before them in the passage: the match runs back exactly ``run`` ids.
+    cut = len(passage) - 8 - run  # the copy ends 8 ids before the passage's end
+    context = passage + [7, 8, 9, 1] + passage[cut:cut + run]
+    return cls(V, 1, 4).plan(context).key
+
+
+# A passage being copied keeps its own α̂: broken variants that get how far it runs wrong.
+NoMismatchStop = mutant(LookupDrafter, ("context[start - 1 - m] == context[end - 1 - m]",
+                                        "True"))
+ForwardExtent = mutant(LookupDrafter, ("context[start - 1 - m] == context[end - 1 - m]",
+                                       "context[min(start + m, end - 1)] == context[end - 1 - m]"))
+
+
+@pytest.mark.parametrize(("cls", "correct"), [
+    (LookupDrafter, True), (NoMismatchStop, False), (ForwardExtent, False)])
+def test_long_matches_are_keyed_by_how_far_they_run_back(cls: type[LookupDrafter],
+                                                         correct: bool) -> None:
+    keys = {run: _extent_key(cls, run) for run in (3, 4, 7, 8, 15, 16, 20)}
+    want = {3: "lookup:3", 4: "lookup:4", 7: "lookup:4", 8: "lookup:8", 15: "lookup:8",
+            16: "lookup:16", 20: "lookup:16"}
+    assert (keys == want) == correct, keys
+
+
+def test_extent_keys_carry_their_priors_and_the_match() -> None:
+    passage = list(range(100, 140))
+    context = passage + [7] + passage[10:30]  # a 20-id copy under way
+    plan = LookupDrafter(V, 1, 4).plan(context)
+    assert plan == Plan("lookup", "lookup:16", 10, 4, budget=10,
+                        prior=LookupDrafter.EXTENT_PRIORS[16], spans=True)
+    assert LookupDrafter(200, 1, 4).propose(context, 3, TorchRandom(0)).tokens == (130, 131, 132)
+
+
 def test_most_recent_match_wins() -> None:
     context = [4, 5, 1, 4, 6, 2, 4]  # "4" is followed by 5, then by 6: copy the later one
     d = LookupDrafter(V, 1, 2)
