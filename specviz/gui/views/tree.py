@@ -12,6 +12,7 @@ Chain rounds (no parents, or parents 0, 1, 2, ...) keep the bars.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -27,7 +28,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QFrame,
-    QHBoxLayout,
     QLabel,
     QScrollArea,
     QSizePolicy,
@@ -46,6 +46,10 @@ ROOT = -1
 MIN_FIT = 0.75
 TOKEN_CHARS = 10  # a node's token, cut (the box's width follows the widest node)
 RESIDUAL_TOP = 3  # tokens of each residual listed beside the tree
+TESTS_CHARS = 30  # the tests beside the tree: at least this many characters a line
+TREE_LEAST_HEIGHT = 64  # px the tree's view asks for however short the pane
+TESTS_LEAST = 200  # px the tests' panel asks of a row however narrow (it wraps, then scrolls)
+TESTS_SHARE = 0.4  # of the row for the tests where the tree, at its floor type, can spare it
 MARKS = "′″‴"  # p′, p″, p‴: the p after one, two, three rejections at a context
 
 
@@ -427,6 +431,39 @@ class TreeCanvas(QWidget):
         painter.drawText(QPointF(box.left() + pad, y), second)
 
 
+class Beside(QWidget):
+    """Two panes side by side, the right one as wide as ``arrange`` says (TreeView.arrange
+    calls place): a split by what each side needs, which a box layout's stretch can't say."""
+
+    GAP = 6  # px between the panes
+    LEAST = 80  # px the left pane keeps however narrow the row
+
+    def __init__(self, left: QWidget, right: QWidget, arrange: Callable[[], None]) -> None:
+        super().__init__()
+        self.left, self.right, self._arrange = left, right, arrange
+        left.setParent(self)
+        right.setParent(self)
+
+    def place(self, right_width: int) -> None:
+        """The right pane ``right_width`` px wide at the row's right edge, the left the rest."""
+        w, h = self.width(), self.height()
+        left = max(0, w - right_width - self.GAP)
+        self.left.setGeometry(0, 0, left, h)
+        self.right.setGeometry(w - right_width, 0, right_width, h)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        right = self.right.minimumSizeHint()
+        return QSize(self.LEAST + self.GAP + max(right.width(), TESTS_LEAST),
+                     max(self.left.minimumHeight(), right.height()))
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return self.minimumSizeHint()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._arrange()
+
+
 class TreeView(QWidget):
     """A tree round: a headline, the tree, and beside it the siblings' tests and residuals."""
 
@@ -451,7 +488,9 @@ class TreeView(QWidget):
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.canvas)
-        self.scroll.setMinimumHeight(100)
+        # A row of boxes at the floor's type, and a bar to scroll by: at 1366 × 768 with the
+        # controls shown the pane has ~80 px (100 cut the tree's bottom off).
+        self.scroll.setMinimumHeight(TREE_LEAST_HEIGHT)
         self.residuals = QLabel()
         self.residuals.setWordWrap(True)
         self.residuals.setTextFormat(Qt.TextFormat.RichText)
@@ -464,11 +503,7 @@ class TreeView(QWidget):
         self.residual_scroll.setWidgetResizable(True)
         self.residual_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.residual_scroll.setWidget(self.residuals)
-        self.residual_scroll.setMinimumWidth(280)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.scroll, 3)
-        row.addWidget(self.residual_scroll, 2)
+        self.row = Beside(self.scroll, self.residual_scroll, self.arrange)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
@@ -482,7 +517,7 @@ class TreeView(QWidget):
         self.reason.hide()
         layout.addWidget(self.header)
         layout.addWidget(self.reason)
-        layout.addLayout(row, 1)
+        layout.addWidget(self.row, 1)
         self.set_theme(LIGHT)
 
     def set_theme(self, theme: Theme) -> None:
@@ -516,13 +551,12 @@ class TreeView(QWidget):
         self._reveal = reveal = reveal or Reveal()
         self._current = current
         self.canvas.set_round(rnd, reveal, current)
-        self.fit()
-        self.header.setText(headline(rnd, selected, self.theme, short=self.presenting))
-        self.header.setToolTip(reason_tooltip(rnd))
+        self._set_headline()
         self.reason.setText(f"[{rnd.policy_reason}]" if rnd.policy_reason else "")
         self.reason.setToolTip(reason_tooltip(rnd))
         self.reason.setVisible(bool(rnd.policy_reason))
         self.residuals.setText(tests_html(rnd, reveal, self.theme, current))
+        self.arrange()  # the tree and its tests, both new: the row's split, the tree's type
         staged = reveal != Reveal()
         if staged:  # what the phase just revealed stays in view: the ringed node, the last line
             box = self.canvas.boxes.get(current if current is not None else ROOT)
@@ -533,9 +567,80 @@ class TreeView(QWidget):
         else:
             self.residual_scroll.verticalScrollBar().setValue(0)
 
+    def _set_headline(self) -> None:
+        """The headline whole where it takes one line; else, and always presenting, without
+        who drafted (the info line says) and the first step's width: at 1366 × 768 its second
+        line took the tree's last rows."""
+        rnd = self.round
+        if rnd is None:
+            return
+        full = headline(rnd, self._selected, self.theme)
+        m = self.layout().contentsMargins()
+        width = max(1, self.width() - m.left() - m.right())
+        self.header.setText(full)
+        short = self.presenting or \
+            self.header.heightForWidth(width) > 1.5 * self.header.fontMetrics().lineSpacing()
+        if short:
+            self.header.setText(headline(rnd, self._selected, self.theme, short=True))
+        self.header.setToolTip(reason_tooltip(rnd))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._set_headline()  # one line or two at the new width
+
     def _last_line_in_view(self) -> None:
         bar = self.residual_scroll.verticalScrollBar()
         bar.setValue(bar.maximum())
+
+    def arrange(self) -> None:
+        """Split the row between the tree and its tests (tests_width), then fit the tree."""
+        self.row.place(self.tests_width(self.row.width(), self.row.height()))
+        self.fit()
+
+    def tests_width(self, width: int, height: int) -> int:
+        """The tests' panel's width in a row ``width`` × ``height``: what the tree leaves at
+        the type its height allows, between TESTS_CHARS characters (or the longest word; or
+        TESTS_SHARE of the row, where the tree still fits at its floor type beside it) and the
+        text unwrapped or half the row.
+
+        A fixed 3 : 2 split once left a tree that fitted the row scrolling sideways beside a
+        panel of mostly wrapped text (1366 × 768)."""
+        bar = self.residual_scroll.verticalScrollBar().sizeHint().width()
+        pad = self.residuals.contentsMargins()  # the style sheet's padding
+        chars = self.residuals.fontMetrics().averageCharWidth() * TESTS_CHARS
+        room = width - Beside.GAP
+        least = max(chars + pad.left() + pad.right(), self.residuals.minimumSizeHint().width()) \
+            + bar  # the longest word: never wider than its panel (no sideways bar to reach it)
+        wanted = smallest = 0
+        if self.canvas.round is not None:
+            wanted, smallest = self.tree_widths(height)
+        unwrapped = self.residuals.sizeHint().width() + bar
+        # Two fifths of the row (the split before), where the tree can give it: a big tree's
+        # type shrinks a little rather than leave its tests a narrow column (presenting).
+        least = max(least, min(int(room * TESTS_SHARE), room - smallest, unwrapped))
+        # At most the text unwrapped, and half the row: what the tree does not need is the
+        # picture's margin, not a wider column of text.
+        most = max(least, min(unwrapped, room // 2))
+        tests = max(least, min(most, room - wanted))
+        # A row too narrow for both at their least: the tree keeps a sliver, the tests wrap.
+        return max(0, min(tests, room - Beside.LEAST))
+
+    def tree_widths(self, height: int) -> tuple[int, int]:
+        """The widths the tree asks for in a view ``height`` px high, a vertical bar's room
+        included: at the type the height allows, and at its floor type (fit's two bounds)."""
+        canvas = self.canvas
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        floor = min(1.0, MIN_FIT / canvas.scale)
+        canvas.fit = 1.0
+        canvas.relayout()
+        fit = max(floor, min(1.0, (height - bar) / max(canvas.minimumHeight(), 1)))
+        widths = []
+        for shrink in (fit, floor):
+            canvas.fit = shrink
+            canvas.relayout()
+            widths.append(canvas.minimumWidth() + bar)
+        return widths[0], widths[1]
 
     def fit(self) -> None:
         """The tree's type shrinks (never below MIN_FIT of the unzoomed type) until the tree
@@ -558,10 +663,6 @@ class TreeView(QWidget):
                                        and canvas.minimumHeight() <= room.height() - bar):
                 break
             fit *= 0.97
-
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
-        super().resizeEvent(event)
-        self.fit()
 
     def wanted_height(self) -> int:
         """The headline and the whole tree at its type unshrunk (presentation mode fits the
