@@ -71,8 +71,7 @@ def run_once(decoder: AutoregressiveDecoder | SpeculativeDecoder, prompt: str
         if isinstance(event, Round):
             rounds += 1
             positions += 1 + event.k
-            branched += any(d.parent is not None and d.parent != d.index - 1
-                            for d in event.drafted)
+            branched += event.branches
         elif isinstance(event, RunFinished):
             done = event
     wall = time.perf_counter() - t0

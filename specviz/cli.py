@@ -193,8 +193,8 @@ def _render(events: Iterator[Event], out: IO[str], color: bool, err: IO[str],
                       f"({s.tokens_per_s:.1f} tok/s), stop: {event.stop_reason}\n")
             if s.drafted:
                 by_pos = " ".join(f"{a:.2f}" for a in s.acceptance_by_position)
-                per = (f" per position ({s.siblings} siblings tested beside: each position "
-                       "counts once)") if s.siblings else ""
+                per = (f" per position ({s.siblings} siblings tested beside, "
+                       f"{s.siblings_kept} kept: each position counts once)") if s.siblings else ""
                 out.write(f"# α = P(draft kept){per} = {s.alpha:.3f}; accepted ÷ drafted = "
                           f"{s.accepted}/{s.drafted} = {s.acceptance_rate:.3f}; "
                           f"{s.mean_tokens_per_round:.2f} tokens/round, "

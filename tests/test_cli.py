@@ -547,3 +547,27 @@ def test_a_drafter_without_a_draft_model_loads_none(tiny_models: tuple[Path, Pat
     assert cli.main(["--draft", draft, "--target", target, "--drafter", "lookup-tree",
                      "--max-new-tokens", "4", "--prompt", "the cat the cat"]) == 0
     assert loaded == [None]
+
+
+def test_a_tree_run_says_how_many_siblings_were_tested_and_kept(
+        tiny_models: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The closing α line of a run with tree rounds names the siblings tested and kept, the
+    counts the run's summary (its JSON line) carries. Seen failing on the old line (tested
+    only) and on one that printed the tested count as the kept."""
+    import re
+
+    draft, target = map(str, tiny_models)
+    args = ["--no-chat", "--draft", draft, "--target", target, "--drafter", "model-tree",
+            "--k-policy", "fixed", "--k", "6", "--temperature", "0.5", "--seed", "4",
+            "--max-new-tokens", "40", "--prompt",
+            "the cat sat on the mat the cat ran on the dog the cat"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert main(["--json", *args]) == 0
+    summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+               if line.startswith("{")][-1]
+    summary = summary.get("summary", summary)
+    said = re.search(r"\((\d+) siblings tested beside, (\d+) kept", text)
+    # This seed tests siblings and keeps some (else the check below could not tell them apart).
+    assert summary["siblings"] > summary["siblings_kept"] > 0 and said is not None, text[-400:]
+    assert (int(said[1]), int(said[2])) == (summary["siblings"], summary["siblings_kept"])

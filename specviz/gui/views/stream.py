@@ -395,8 +395,7 @@ class TokenStreamView(QTextEdit):
         if span.draft is not None and span.kind in ("accepted", "rejected"):
             d = span.draft
             out = f", output token {span.token_number + 1}" if span.token_number is not None else ""
-            tree = d.parent is not None and rnd is not None and any(
-                x.parent != i - 1 for i, x in enumerate(rnd.drafted))
+            tree = d.parent is not None and rnd is not None and rnd.branches
             if tree:  # a node of a token tree: where it hangs, and what a rejection leads to
                 assert rnd is not None and d.parent is not None
                 above = "the text so far" if d.parent < 0 else \
