@@ -20,11 +20,19 @@ The target alone and the speculative decoder run the same module objects, so eve
 the app shows compares equally fast passes. Results differ from ``F.linear`` by float rounding
 only (summation order; about 1e-5 on the bundled target's logits).
 
-Other CPUs and BLAS builds differ, so :func:`use_fast_linears` times every form over the
-model's linear layers at a few widths and keeps, per width, the fastest (``F.linear`` unless
-another beats it by more than 10%); the plan is kept in a memo file per machine and model
-shape. ``SPECVIZ_STOCK_LINEAR=1`` keeps ``F.linear`` everywhere. Training (gradients on),
-other dtypes and devices always take ``F.linear``.
+The weights can also be stored column-major (the same values, the same (out, in) shape, strides
+(1, out): ``w.t().contiguous().t()``). ``F.linear`` then multiplies by a contiguous Wᵀ and MKL's
+few-row kernels stop repacking the weights; on some CPUs (an AVX-512 Xeon, measured) that
+makes a sweep over the bundled target's weights faster at most widths, on others not.
+
+Other CPUs and BLAS builds differ, so :func:`use_fast_linears` times every form in both layouts
+over the model's linear layers at a few widths (the weights converted in place, layouts
+alternating), keeps column-major only where its sweeps are clearly faster (:func:`choose_layout`)
+and then, per width, the fastest form in that layout (``F.linear`` unless another beats it by
+more than 10%); layout and plan are kept in a memo file per machine and model shape.
+``SPECVIZ_STOCK_LINEAR=1`` keeps row-major weights and ``F.linear`` everywhere. Training
+(gradients on), other dtypes and devices always take ``F.linear`` (on whatever layout the
+weights have: the values are the same).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +56,14 @@ Product = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Te
 # Widths timed; a product of n rows takes the form chosen at the smallest width ≥ n, and the
 # last (a stand-in for prefill) covers everything wider than the one before it.
 WIDTHS = (1, 3, 5, 8, 11, 32)
+# How the weights lie in memory: row-major (torch's own) or column-major (strides (1, out)).
+LAYOUTS = ("row", "col")
+LAYOUT_LABELS = {"row": "row-major", "col": "column-major"}
+# Column-major is kept only when its sweeps over all WIDTHS take less than this share of
+# row-major's, and its one-row sweep (every draft token, every step of the target alone) no
+# more than NOISE_1 more.
+LAYOUT_MARGIN = 0.95
+NOISE_1 = 1.03
 
 
 def small_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -104,15 +120,92 @@ class DecodeLinear(nn.Linear):
         return FORMS[self.plan[_band(x.numel() // w.shape[1])]](x, w, self.bias)
 
 
+def layout_of(weight: torch.Tensor) -> str:
+    """'col' for a column-major weight (or a row slice of one: strides (1, ≥ out)), else 'row'."""
+    return "col" if weight.dim() == 2 and weight.shape[0] > 1 and weight.stride(0) == 1 else "row"
+
+
+def _arranged(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """``t``'s values laid out whole in ``layout`` (``t`` itself when it already is)."""
+    return t.t().contiguous().t() if layout == "col" else t.contiguous()
+
+
+def stack_weights(linears: Sequence[nn.Linear]) -> torch.Tensor:
+    """The linears' weights stacked (their output rows one after another) in the layout they
+    have, each linear's weight then a view of its rows: no second copy. Column-major: a
+    (Σ out, in) tensor of strides (1, Σ out), each view's strides (1, Σ out). The stack is
+    remembered on the linears, so :func:`set_layout` moves it whole later and keeps the views."""
+    layout = layout_of(linears[0].weight)
+    with torch.inference_mode(False), torch.no_grad():  # plain tensors: the model may train
+        if layout == "col":  # an (in, Σ out) row-major tensor, seen transposed
+            stacked = torch.cat([lin.weight.t() for lin in linears], dim=1).contiguous().t()
+        else:
+            stacked = torch.cat([lin.weight for lin in linears]).contiguous()
+        at = 0
+        for lin in linears:
+            rows = lin.weight.shape[0]
+            lin.weight.data = stacked[at:at + rows]
+            lin.__dict__["stacked_in"] = (stacked, at, at + rows)
+            at += rows
+    return stacked
+
+
+def _stack_of(lin: nn.Linear) -> tuple[torch.Tensor, int, int] | None:
+    """The stack ``lin``'s weight is still a view of, with its rows (None: a weight of its own)."""
+    held = lin.__dict__.get("stacked_in")
+    if held is None:
+        return None
+    stacked, start, stop = held
+    w = lin.weight
+    same = (w.untyped_storage().data_ptr() == stacked.untyped_storage().data_ptr()
+            and w.shape == stacked[start:stop].shape
+            and w.storage_offset() == stacked[start:stop].storage_offset())
+    return held if same else None
+
+
+def set_layout(linears: Sequence[nn.Linear], layout: str) -> None:
+    """Lay the linears' weights out in ``layout``, in place: each Parameter keeps its identity
+    (a tied embedding follows its head), a stack of :func:`stack_weights` moves whole (the
+    same tensor object, so whoever holds it sees the new layout) and its linears stay views
+    of it. At most one weight's worth of memory more while it runs."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: not one of {LAYOUTS}")
+    done: set[int] = set()
+    with torch.inference_mode(False), torch.no_grad():
+        for lin in linears:
+            held = _stack_of(lin)
+            if held is not None:
+                stacked = held[0]
+                if id(stacked) in done:
+                    continue
+                done.add(id(stacked))
+                if layout_of(stacked) == layout and _arranged(stacked, layout) is stacked:
+                    continue
+                group = [(m, s, e) for m in linears
+                         if (h := _stack_of(m)) is not None and h[0] is stacked
+                         for s, e in [h[1:]]]
+                stacked.data = _arranged(stacked, layout)
+                for m, start, stop in group:
+                    m.weight.data = stacked[start:stop]
+            elif id(lin.weight) not in done:
+                done.add(id(lin.weight))
+                lin.__dict__.pop("stacked_in", None)
+                new = _arranged(lin.weight.data, layout)
+                if new is not lin.weight.data:
+                    lin.weight.data = new
+
+
 @dataclass(frozen=True)
 class LinearChoice:
     """What :func:`use_fast_linears` decided, with the timings it decided on."""
 
-    fast: bool  # some width takes a form other than F.linear
-    layers: int  # layers switched (0 when not fast)
+    fast: bool  # some width takes a form other than F.linear, or the weights are column-major
+    layers: int  # layers switched or laid out anew (0 when not fast)
     plan: tuple[str, ...]  # the form per width of WIDTHS
     why: str
-    ms: dict[str, list[float]] = field(default_factory=dict)  # form -> sweep ms per width
+    # layout -> form -> sweep ms per width
+    ms: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    layout: str = "row"  # of the weights: "row" or "col"
 
 
 def _sweep_ms(layers: list[nn.Linear], product: Product, inputs: dict[int, torch.Tensor]) -> float:
@@ -166,8 +259,8 @@ def _linears(model: nn.Module) -> list[nn.Linear]:
             if type(m) in (nn.Linear, DecodeLinear) and isinstance(m, nn.Linear)]
 
 
-def describe(plan: tuple[str, ...]) -> str:
-    """'1–5 rows W·xᵀ, 6–11 rows oneDNN, 12+ rows oneDNN' from a plan."""
+def describe(plan: tuple[str, ...], layout: str = "row") -> str:
+    """'row-major weights; 1–5 rows W·xᵀ, 6–11 rows oneDNN, 12+ rows oneDNN' from a plan."""
     parts, lo, i, last = [], 1, 0, len(WIDTHS) - 1  # the last width stands for all wider
     while i < last:
         j = i
@@ -178,30 +271,49 @@ def describe(plan: tuple[str, ...]) -> str:
         parts.append(f"{span} {LABELS[plan[i]]}")
         lo, i = WIDTHS[j] + 1, j + 1
     parts.append(f"{lo}+ rows {LABELS[plan[last]]}")
-    return ", ".join(parts)
+    return f"{LAYOUT_LABELS[layout]} weights; " + ", ".join(parts)
 
 
-def _time_forms(layers: list[nn.Linear], reps: int) -> dict[str, list[float]]:
-    """Sweep ms per form and width (the fastest of ``reps`` interleaved sweeps: anything else
-    running on the machine only ever adds time). A form that fails here is left out."""
-    forms = dict(FORMS)
-    ms: dict[str, list[float]] = {name: [] for name in forms}
+def _warm(layers: list[nn.Linear], product: Product, inputs: dict[int, torch.Tensor]) -> None:
+    """One product per weight shape: the first calls of a form and shape pay one-off costs."""
+    seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+    for m in layers:
+        key = (tuple(m.weight.shape), m.weight.stride())
+        if key not in seen:
+            seen.add(key)
+            product(inputs[m.in_features], m.weight, None)
+
+
+def _time_forms(layers: list[nn.Linear], reps: int,
+                layouts: Sequence[str] = LAYOUTS) -> dict[str, dict[str, list[float]]]:
+    """Sweep ms per layout, form and width: the fastest of ``reps`` sweeps (anything else
+    running on the machine only ever adds time). The weights are converted in place between
+    layouts, which alternate rep by rep (row, col, col, row, ...: one conversion per rep);
+    within a layout the forms alternate width by width. A form that fails is left out of that
+    layout. The weights are left in the last layout timed."""
+    forms = {layout: dict(FORMS) for layout in layouts}
+    best = {layout: {name: [float("inf")] * len(WIDTHS) for name in FORMS} for layout in layouts}
+    inputs = {width: {m.in_features: torch.randn(width, m.in_features) for m in layers}
+              for width in WIDTHS}
+    warmed: set[tuple[str, str, int]] = set()
+    order = list(layouts)
     with torch.inference_mode():
-        for width in WIDTHS:
-            inputs = {m.in_features: torch.randn(width, m.in_features) for m in layers}
-            for name, product in list(forms.items()):
-                try:
-                    _sweep_ms(layers, product, inputs)  # first calls pay one-off costs
-                except (RuntimeError, AttributeError, NotImplementedError):
-                    del forms[name]
-                    ms.pop(name)
-            best = {name: float("inf") for name in forms}
-            for _ in range(reps):
-                for name, product in forms.items():
-                    best[name] = min(best[name], _sweep_ms(layers, product, inputs))
-            for name in forms:
-                ms[name].append(best[name])
-    return ms
+        for _ in range(max(1, reps)):
+            for layout in order:
+                set_layout(layers, layout)
+                for i, width in enumerate(WIDTHS):
+                    for name, product in list(forms[layout].items()):
+                        if (layout, name, width) not in warmed:
+                            warmed.add((layout, name, width))
+                            try:
+                                _warm(layers, product, inputs[width])
+                            except (RuntimeError, AttributeError, NotImplementedError):
+                                del forms[layout][name]
+                                continue
+                        t = _sweep_ms(layers, product, inputs[width])
+                        best[layout][name][i] = min(best[layout][name][i], t)
+            order.reverse()  # the layout timed last is timed first next: no conversion
+    return {layout: {name: best[layout][name] for name in forms[layout]} for layout in layouts}
 
 
 def choose_plan(ms: dict[str, list[float]]) -> tuple[str, ...]:
@@ -215,18 +327,71 @@ def choose_plan(ms: dict[str, list[float]]) -> tuple[str, ...]:
     return tuple(plan)
 
 
-def use_fast_linears(model: nn.Module, *, reps: int = 1, force: bool | None = None,
+def planned_ms(ms: dict[str, list[float]]) -> list[float]:
+    """Per width, the sweep ms of the form :func:`choose_plan` picks (what would run)."""
+    return [ms[name][i] for i, name in enumerate(choose_plan(ms))]
+
+
+def choose_layout(ms: dict[str, dict[str, list[float]]]) -> str:
+    """Column-major where, each layout with its own plan, its sweeps summed over WIDTHS take
+    less than LAYOUT_MARGIN of row-major's and its one-row sweep no more than NOISE_1 times
+    row-major's; else row-major (torch's own: nothing to convert)."""
+    if not ms.get("row", {}).get("linear") or not ms.get("col", {}).get("linear"):
+        return "row"
+    row, col = planned_ms(ms["row"]), planned_ms(ms["col"])
+    if sum(col) < LAYOUT_MARGIN * sum(row) and col[0] <= NOISE_1 * row[0]:
+        return "col"
+    return "row"
+
+
+def layout_ratio(ms: Any) -> float | None:
+    """Column-major's planned sweeps over row-major's, summed over WIDTHS (None: not both, or
+    a memo's timings that do not read)."""
+    try:
+        return sum(planned_ms(ms["col"])) / sum(planned_ms(ms["row"]))
+    except (KeyError, TypeError, IndexError, ValueError, ZeroDivisionError, AttributeError):
+        return None
+
+
+def set_linears(model: nn.Module, plan: tuple[str, ...], layout: str = "row") -> int:
+    """Every plain linear layer of ``model`` to ``plan`` (``DecodeLinear``; all ``F.linear``:
+    ``nn.Linear``) with its weights in ``layout``. Returns how many layers."""
+    layers = _linears(model)
+    set_layout(layers, layout)
+    fast = plan != ("linear",) * len(WIDTHS)
+    for layer in layers:
+        layer.__class__ = DecodeLinear if fast else nn.Linear
+        if fast:
+            layer.plan = plan  # type: ignore[assignment]
+        else:
+            layer.__dict__.pop("plan", None)
+    return len(layers)
+
+
+def _valid(known: Any) -> bool:
+    """A memo entry this version reads: a layout (entries from before layouts: timed again)
+    and a form per width."""
+    return (isinstance(known, dict) and known.get("layout") in LAYOUTS
+            and isinstance(known.get("plan"), list) and len(known["plan"]) == len(WIDTHS)
+            and all(name in FORMS for name in known["plan"]))
+
+
+def use_fast_linears(model: nn.Module, *, reps: int = 2, force: bool | None = None,
                      memo: Path | None = None,
                      announce: Callable[[str], None] | None = None) -> LinearChoice:
-    """Give ``model``'s linear layers the fastest product form per width on this machine.
+    """Give ``model``'s linear layers the faster weight layout and product form per width on
+    this machine.
 
     Times every form of :data:`FORMS` over all the model's linear layers at each width of
-    :data:`WIDTHS` and switches every ``nn.Linear`` to :class:`DecodeLinear` with the plan of
-    :func:`choose_plan` when it uses any form but ``F.linear`` (about 2 s for the bundled
-    target, once). ``memo`` (a JSON file) keeps each plan per CPU, torch version, thread count and
-    set of layer shapes, so a second launch does not time again. ``force`` skips the timing
-    (True: W·xᵀ at every width; False: restore ``nn.Linear``). Only for a float32 model wholly
-    on the CPU; anything else is left as it is. ``announce`` is told before a timing starts.
+    :data:`WIDTHS` in both layouts of :data:`LAYOUTS` (the weights converted in place), keeps
+    the layout of :func:`choose_layout` and in it the plan of :func:`choose_plan`, switching
+    every ``nn.Linear`` to :class:`DecodeLinear` when the plan uses any form but ``F.linear``
+    (about 5 s for the bundled target, once). ``memo`` (a JSON file) keeps each choice per CPU,
+    torch version, thread count and set of layer shapes, so a second launch does not time
+    again (an entry without a layout, from before layouts were timed, is timed again once).
+    ``force`` skips the timing (True: W·xᵀ at every width; False: ``F.linear``; both
+    row-major). Only for a float32 model wholly on the CPU; anything else is left as it is.
+    ``announce`` is told before a timing starts.
     """
     layers = _linears(model)
     params = list(model.parameters())
@@ -236,32 +401,33 @@ def use_fast_linears(model: nn.Module, *, reps: int = 1, force: bool | None = No
         return LinearChoice(False, 0, stock, "fast CPU linear: not a float32 CPU model")
     if force is None and os.environ.get("SPECVIZ_STOCK_LINEAR") == "1":
         force = False
-    ms: dict[str, list[float]] = {}
+    ms: dict[str, dict[str, list[float]]] = {}
+    layout = "row"
     if force is not None:
         plan = ("wxt",) * len(WIDTHS) if force else stock
         how = "set, not timed"
     else:
         key = _machine_key(layers)
         known = _read_memo(memo).get(key)
-        if (isinstance(known, dict) and isinstance(known.get("plan"), list)
-                and len(known["plan"]) == len(WIDTHS)
-                and all(name in FORMS for name in known["plan"])):
-            plan, ms = tuple(known["plan"]), known.get("ms", {})
+        if isinstance(known, dict) and _valid(known):
+            plan, layout, ms = tuple(known["plan"]), known["layout"], known.get("ms", {})
             how = "timed before on this machine"
         else:
             if announce is not None:
                 announce("Timing this CPU's matrix products (once per model and machine)…")
             ms = _time_forms(layers, reps)
-            plan = choose_plan(ms)
+            layout = choose_layout(ms)
+            plan = choose_plan(ms[layout])
             how = f"timed over {len(layers)} layers"
             data = _read_memo(memo)
-            data[key] = {"plan": list(plan),
-                         "ms": {name: [round(t, 2) for t in times] for name, times in ms.items()}}
+            data[key] = {"layout": layout, "plan": list(plan),
+                         "ms": {lay: {name: [round(t, 2) for t in times]
+                                      for name, times in forms.items()}
+                                for lay, forms in ms.items()}}
             _write_memo(memo, data)
-    fast = plan != stock
-    for layer in layers:
-        layer.__class__ = DecodeLinear if fast else nn.Linear
-        if fast:
-            layer.plan = plan  # type: ignore[assignment]
-    why = f"CPU linear forms: {describe(plan)} ({how})"
-    return LinearChoice(fast, len(layers) if fast else 0, plan, why, ms)
+    set_linears(model, plan, layout)
+    fast = plan != stock or layout != "row"
+    ratio = layout_ratio(ms)
+    sweeps = (f"; column-major sweeps {ratio:.2f}× row-major's" if ratio is not None else "")
+    why = f"CPU linear forms: {describe(plan, layout)} ({how}{sweeps})"
+    return LinearChoice(fast, len(layers) if fast else 0, plan, why, ms, layout)

@@ -8,7 +8,8 @@ model took ~20 ms a token on an H200 (issue 27), host-bound. This runner compute
 function with the same weights and less around them:
 
 - q, k and v come from one product with the three weights stacked, gate and up from another
-  (per layer 4 products instead of 7), each in the form ``cpu_linear`` chose for the model;
+  (per layer 4 products instead of 7), each in the form and weight layout (row- or
+  column-major) ``cpu_linear`` chose for the model;
 - keys and values go into buffers allocated once (grown by doubling), so a rollback only moves
   a length and nothing is concatenated;
 - the rotary cos/sin come from the model's own rotary module, once per position.
@@ -41,7 +42,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .cpu_linear import FORMS, WIDTHS, _band
+from .cpu_linear import FORMS, WIDTHS, DecodeLinear, _band, stack_weights
 
 STATIC_ROPE = ("default", "linear", "llama3")
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -97,16 +98,12 @@ def graphs_wanted(device: torch.device) -> bool:
 
 
 def _stack(*linears: Any) -> torch.Tensor:
-    """The linears' weights stacked into one tensor, each linear's weight then a view of its
-    rows (no second copy: a target's q/k/v and gate/up are most of its parameters)."""
-    with torch.inference_mode(False), torch.no_grad():  # plain tensors: the model may train
-        stacked = torch.cat([lin.weight for lin in linears]).contiguous()
-        at = 0
-        for lin in linears:
-            rows = lin.weight.shape[0]
-            lin.weight.data = stacked[at:at + rows]
-            at += rows
-    return stacked
+    """The linears' weights stacked into one tensor in the layout cpu_linear gave them
+    (row- or column-major), each linear's weight then a view of its rows (no second copy: a
+    target's q/k/v and gate/up are most of its parameters); a later change of layout moves
+    the stack whole (``cpu_linear.set_layout``), so the runner keeps multiplying the model's
+    own weights."""
+    return stack_weights(linears)
 
 
 class _Weights:
@@ -137,8 +134,14 @@ class _Weights:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.scale = self.head_dim ** -0.5
         self.intermediate = cfg.intermediate_size
-        # The product form cpu_linear chose for this model's linears, per width (else F.linear).
-        self.plan = getattr(inner.layers[0].self_attn.q_proj, "plan", ("linear",) * len(WIDTHS))
+        self._probe = inner.layers[0].self_attn.q_proj
+
+    @property
+    def plan(self) -> tuple[str, ...]:
+        """The product form cpu_linear gives this model's linears now, per width (else
+        F.linear): read at each product, so a later ``use_fast_linears`` is followed."""
+        probe = self._probe
+        return probe.plan if isinstance(probe, DecodeLinear) else ("linear",) * len(WIDTHS)
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -1,4 +1,6 @@
-"""FastLlama computes transformers' Llama forward: same logits through feeds, crops and growth."""
+"""FastLlama computes transformers' Llama forward: same logits through feeds, crops and growth,
+on row-major and column-major weights (``cpu_linear``'s layouts); its stacked weights keep the
+layout and stay the model's own (views), also when the layout changes after they were made."""
 
 from __future__ import annotations
 
@@ -6,11 +8,13 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
-from specviz.core import fast_llama
+from specviz.core import cpu_linear, fast_llama
+from specviz.core.cpu_linear import layout_of, set_layout, set_linears, stack_weights
 from specviz.core.drafters import CachedModel
-from tests.mutation import mutant
+from tests.mutation import mutant, with_globals
 from tests.tiny import tiny_llama
 
 V = 40
@@ -82,6 +86,101 @@ def test_fp32_logits_equal_transformers_to_1e_5() -> None:
         for fixed in (False, True):
             for i, (want, got) in enumerate(script(model, fixed=fixed)):
                 assert float((got - want).abs().max()) < 1e-5, (fixed, i)
+
+
+def tied_llama(seed: int) -> Any:
+    """A tiny fp32 Llama whose head is its embedding (one Parameter), as SmolLM2's."""
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)).eval()
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["own head", "tied head"])
+def test_column_major_fp32_logits_equal_transformers(tied: bool) -> None:
+    """Column-major weights with every product form: FastLlama (sliced and fixed) within 1e-5
+    of transformers' forward, which itself stays within 1e-5 of the row-major model's."""
+    model = tied_llama(4) if tied else tiny_llama(V, seed=4, layers=3, dtype=torch.float32)
+    ids = torch.randint(3, V, (1, 30), generator=torch.Generator().manual_seed(1))
+    other = "onednn" if torch.backends.mkldnn.is_available() else "wxt"
+    with torch.no_grad():
+        row = model(ids).logits
+        set_linears(model, ("linear", "wxt", other, "linear", other, "wxt"), "col")
+        assert all(layout_of(m.weight) == "col" for m in cpu_linear._linears(model))
+        torch.testing.assert_close(model(ids).logits, row, rtol=1e-5, atol=1e-5)
+        for fixed in (False, True):
+            for i, (want, got) in enumerate(script(model, fixed=fixed)):
+                assert float((got - want).abs().max()) < 1e-5, (fixed, i)
+    w = fast_llama._FUSED[model]
+    assert layout_of(w.layers[0][2]) == layout_of(w.head) == "col"
+    assert (w.embed is w.head) == tied
+
+
+def check_stack(stack: Any) -> None:
+    """In each layout: the stacked q/k/v hold the weights' values, laid out whole in the
+    linears' layout, and each linear's weight is a view of its rows (no second copy)."""
+    for layout in ("row", "col"):
+        model = tiny_llama(V, seed=6, dtype=torch.float32)
+        set_layout(cpu_linear._linears(model), layout)
+        attn = model.model.layers[0].self_attn
+        linears = (attn.q_proj, attn.k_proj, attn.v_proj)
+        values = torch.cat([lin.weight.detach().clone() for lin in linears])
+        stacked = stack(*linears)
+        rows, cols = stacked.shape
+        assert torch.equal(stacked, values)
+        assert stacked.stride() == ((1, rows) if layout == "col" else (cols, 1)), layout
+        at = 0
+        for lin in linears:
+            w = lin.weight
+            assert w.untyped_storage().data_ptr() == stacked.untyped_storage().data_ptr()
+            assert w.data_ptr() == stacked[at].data_ptr() and layout_of(w) == layout
+            at += w.shape[0]
+
+
+def test_stack_keeps_the_layout_and_shares_the_storage() -> None:
+    check_stack(fast_llama._stack)
+
+
+@pytest.mark.parametrize("edit", [
+    ('if layout == "col":', "if False:"),  # silently row-major again
+    ("lin.weight.data = stacked[at:at + rows]",  # a second copy
+     "lin.weight.data = stacked[at:at + rows].clone()"),
+])
+def test_stack_check_rejects_broken_stacks(edit: tuple[str, str]) -> None:
+    broken = with_globals(fast_llama._stack, stack_weights=mutant(stack_weights, edit))
+    with pytest.raises(AssertionError):
+        check_stack(broken)
+
+
+def check_layout_change_follows(relayout: Any) -> None:
+    """A runner made on row-major weights, then the layout changed (``use_fast_linears`` may
+    run again, the benchmark switches): the runner's stacks move with the model, still its own
+    weights, and its logits stay transformers'."""
+    model = tiny_llama(V, seed=7, layers=2, dtype=torch.float32)
+    fast_llama.FastLlama(model)
+    w = fast_llama._FUSED[model]
+    qkv, gu = w.layers[0][2], w.layers[0][6]
+    for layout in ("col", "row", "col"):
+        relayout(cpu_linear._linears(model), layout)
+        assert w.layers[0][2] is qkv and layout_of(qkv) == layout_of(gu) == layout
+        attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+        for lin, stacked in ((attn.v_proj, qkv), (mlp.up_proj, gu)):
+            assert lin.weight.untyped_storage().data_ptr() == stacked.untyped_storage().data_ptr()
+            assert layout_of(lin.weight) == layout
+        with torch.no_grad():
+            for i, (want, got) in enumerate(script(model)):
+                assert float((got - want).abs().max()) < 1e-5, (layout, i)
+
+
+def test_a_layout_change_moves_the_runners_stacks() -> None:
+    check_layout_change_follows(set_layout)
+
+
+def test_layout_change_check_rejects_stacks_left_behind() -> None:
+    # Stacked weights converted one by one: each linear gets a copy, the runner keeps the old.
+    broken = mutant(set_layout, ("held = _stack_of(lin)", "held = None"))
+    with pytest.raises(AssertionError):
+        check_layout_change_follows(broken)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -189,12 +288,14 @@ def test_cached_model_feeds_crops_and_times_through_the_runner() -> None:
     assert torch.allclose(a, b, atol=1e-9)
 
 
-def test_stacked_weights_are_shared_not_copied() -> None:
+@pytest.mark.parametrize("layout", ["row", "col"])
+def test_stacked_weights_are_shared_not_copied(layout: str, tmp_path: Any) -> None:
     """The runner's stacked q/k/v and gate/up are the model's own weights (views, no second
-    copy); the model's forward and its training are as before, also when the runner was
-    made under inference mode."""
+    copy); the model's forward, its training and its saving are as before, also when the
+    runner was made under inference mode, in either layout."""
     model = tiny_llama(V, seed=6)
     ids = torch.tensor([[3, 4, 5, 6]])
+    set_layout(cpu_linear._linears(model), layout)
     with torch.no_grad():
         before = model(ids).logits
     with torch.inference_mode():
@@ -204,6 +305,30 @@ def test_stacked_weights_are_shared_not_copied() -> None:
     assert attn.k_proj.weight.data_ptr() == stacked[attn.q_proj.weight.shape[0]:].data_ptr()
     with torch.no_grad():
         assert torch.equal(model(ids).logits, before)
+    # Saved as models.py does (contiguous copies, safetensors) and as distill's checkpoints
+    # do (torch.save of the state dict): both read back to the same logits.
+    save_file({k: v.detach().contiguous().clone() for k, v in model.state_dict().items()},
+              str(tmp_path / "model.safetensors"))
+    torch.save(model.state_dict(), tmp_path / "ckpt.pt")
+    for state in (load_file(str(tmp_path / "model.safetensors")),
+                  torch.load(tmp_path / "ckpt.pt", weights_only=True)):
+        again = tiny_llama(V, seed=99)
+        again.load_state_dict(state)
+        with torch.no_grad():
+            assert torch.equal(again(ids).logits, before)
+    # transformers' save_pretrained views shared tensors flat, which column-major ones are
+    # not: back to row-major first (the stacks stay shared).
+    set_layout(cpu_linear._linears(model), "row")
+    model.save_pretrained(tmp_path / "folder")
+    again = LlamaForCausalLM.from_pretrained(tmp_path / "folder", dtype=torch.float64).eval()
+    with torch.no_grad():
+        assert torch.equal(again(ids).logits, before)
+    assert attn.k_proj.weight.data_ptr() == stacked[attn.q_proj.weight.shape[0]:].data_ptr()
     model.train()
-    model(ids, labels=ids).loss.backward()  # no "inference tensor" error
+    loss = model(ids, labels=ids).loss
+    loss.backward()  # no "inference tensor" error
     assert attn.q_proj.weight.grad is not None
+    torch.optim.SGD(model.parameters(), lr=0.1).step()  # the stack's views move with it
+    assert attn.k_proj.weight.data_ptr() == stacked[attn.q_proj.weight.shape[0]:].data_ptr()
+    with torch.no_grad():
+        assert float(model(ids, labels=ids).loss) < float(loss)
