@@ -7,10 +7,10 @@
    the layout, the plan, column-major's summed sweeps ÷ row-major's), then one FastLlama pass
    of the target on w new tokens after a ``--context``-token prefix (v(w), the verify pass the
    app runs; w = 1: a step of the target alone) and of the draft on one token, with row-major
-   and with column-major weights, each layout with the plan timed for it, on one runner (the
-   weights converted in place between layouts, ABBA over ``--rounds`` rounds). Prints the
-   fastest of ``--reps`` passes × rounds per width (a busy machine only adds), col ÷ row per
-   width and summed over the widths, and which layout the default took.
+   and with column-major weights, each layout with the plan timed for it (two copies of each
+   model in memory, passes alternating ABBA). Prints the fastest pass per width and layout
+   (a busy machine only adds) with col ÷ row, the medians, the sum over the widths, and which
+   layout the default took.
 1. One forward pass of the target on n new tokens after a 200-token context, and of the
    draft on one, with F.linear ("stock") and with the forms specviz chose for this machine
    ("fast": W·xᵀ or oneDNN per width; the plan is printed), interleaved; the median of 11
@@ -27,6 +27,7 @@ Absolute times depend on the machine's load; read the ratios.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -93,56 +94,59 @@ def pass_ms(model: Any, n: int, context: int = 200, reps: int = 11) -> float:
 
 def layouts(pair: ModelPair, choices: dict[str, LinearChoice], context: int,
             widths: list[int], rounds: int, reps: int) -> None:
-    """Part 0: v(w) on FastLlama with each layout (and its own plan), interleaved."""
-    target, draft = pair.target, pair.draft
+    """Part 0: v(w) on FastLlama over a row-major and a column-major copy of each model (each
+    layout with the plan timed for it), pass by pass in ABBA order."""
     plans = {}
     for name, choice in choices.items():
         if set(choice.ms) != {"row", "col"}:
             print(f"  {name}: no timings of both layouts (forced or not a float32 CPU model)")
             return
         plans[name] = {lay: choose_plan(choice.ms[lay]) for lay in ("row", "col")}
-        ratio = layout_ratio(choice.ms)
-        print(f"  {name}: default {LAYOUT_LABELS[choice.layout]}; summed sweeps col ÷ row "
-              f"{ratio:.3f}" if ratio else f"  {name}: default {choice.layout}")
+        print(f"  {name}: default {LAYOUT_LABELS[choice.layout]}; its summed sweeps col ÷ row "
+              f"{layout_ratio(choice.ms):.3f}")
         for lay in ("row", "col"):
             print(f"    {describe(plans[name][lay], lay)}")
-    vocab = int(target.config.vocab_size)
+    vocab = int(pair.target.config.vocab_size)
     prefix = torch.tensor([(7 * i + 11) % vocab for i in range(context)])
     gen = torch.Generator().manual_seed(0)
     news = {w: torch.randint(100, min(vocab, 9000), (w,), generator=gen) for w in widths}
-    runners = {}
+    runners: dict[tuple[str, str], FastLlama] = {}
+    for name, model in (("target", pair.target), ("draft", pair.draft)):
+        if model is None:
+            continue
+        twin = copy.deepcopy(model)  # a second copy of the weights: no conversion between
+        for lay, m in zip(("row", "col"), (model, twin), strict=True):
+            set_linears(m, plans[name][lay], lay)
+            runners[(name, lay)] = FastLlama(m, capacity=context + max(widths) + 8)
+            with torch.inference_mode():
+                runners[(name, lay)].feed(prefix % int(m.config.vocab_size), 1)
     with torch.inference_mode():
-        for name, model in (("target", target), ("draft", draft)):
-            if model is not None:
-                runners[name] = FastLlama(model, capacity=context + max(widths) + 8)
-                runners[name].feed(prefix % int(model.config.vocab_size), 1)
-        best: dict[tuple[str, str], float] = {}
+        times: dict[tuple[str, str], list[float]] = {}
+        cases = [("target", w) for w in widths] + ([("draft", 1)] if pair.draft else [])
         order = ["row", "col"]
         for _ in range(rounds):
-            for lay in order:
-                for name, model in (("target", target), ("draft", draft)):
-                    if model is not None:
-                        set_linears(model, plans[name][lay], lay)
-                cases = [("target", w) for w in widths] + ([("draft", 1)] if draft else [])
-                for name, w in cases:
-                    runner = runners[name]
-                    for _ in range(reps):
+            for name, w in cases:
+                for _ in range(reps):
+                    for lay in order:
+                        runner = runners[(name, lay)]
                         start = time.perf_counter()
                         runner.feed(news[w], w)
-                        ms = (time.perf_counter() - start) * 1000.0
+                        times.setdefault((lay, f"{name} {w}"), []).append(
+                            (time.perf_counter() - start) * 1000.0)
                         runner.crop(context)
-                        key = (lay, f"{name} {w}")
-                        best[key] = min(best.get(key, float("inf")), ms)
-            order.reverse()  # ABBA: the layout timed last goes first (one conversion)
-    labels = [f"target {w}" for w in widths] + (["draft 1"] if draft else [])
-    print(f"  {'v(w), ms':<10}{'row':>9}{'col':>9}  col/row")
+                    order.reverse()  # ABBA: neither layout always goes first
+    del runners
+    labels = [f"target {w}" for w in widths] + (["draft 1"] if pair.draft else [])
+    print(f"  {'v(w), ms':<10}{'row':>8}{'col':>8}  col/row   (medians: row, col, col/row)")
     for label in labels:
-        row, col = best[("row", label)], best[("col", label)]
-        print(f"  {label:<10}{row:>9.1f}{col:>9.1f}{col / row:>9.2f}")
-    row = sum(best[("row", f"target {w}")] for w in widths)
-    col = sum(best[("col", f"target {w}")] for w in widths)
+        row, col = min(times[("row", label)]), min(times[("col", label)])
+        mrow, mcol = (statistics.median(times[(lay, label)]) for lay in ("row", "col"))
+        print(f"  {label:<10}{row:>8.1f}{col:>8.1f}{col / row:>9.2f}   "
+              f"({mrow:.1f}, {mcol:.1f}, {mcol / mrow:.2f})")
+    row = sum(min(times[("row", f"target {w}")]) for w in widths)
+    col = sum(min(times[("col", f"target {w}")]) for w in widths)
     print(f"  target summed over widths {','.join(map(str, widths))}: col ÷ row {col / row:.3f}")
-    for name, model in (("target", target), ("draft", draft)):
+    for name, model in (("target", pair.target), ("draft", pair.draft)):
         if model is not None:  # back to what the default chose
             set_linears(model, choices[name].plan, choices[name].layout)
 
@@ -159,8 +163,9 @@ def main() -> int:
                     help="which of: layouts (0), passes (1), runs (2)")
     ap.add_argument("--context", type=int, default=400, help="prefix of part 0's passes")
     ap.add_argument("--widths", default="1,2,3,4,5,6,8,11,12,16", help="part 0's widths")
-    ap.add_argument("--rounds", type=int, default=4, help="part 0: rounds (ABBA)")
-    ap.add_argument("--reps", type=int, default=5, help="part 0: passes per width and round")
+    ap.add_argument("--rounds", type=int, default=3, help="part 0: rounds over the widths")
+    ap.add_argument("--reps", type=int, default=4,
+                    help="part 0: passes per width, layout and round (ABBA)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     set_threads(args.threads)

@@ -22,8 +22,12 @@ only (summation order; about 1e-5 on the bundled target's logits).
 
 The weights can also be stored column-major (the same values, the same (out, in) shape, strides
 (1, out): ``w.t().contiguous().t()``). ``F.linear`` then multiplies by a contiguous Wᵀ and MKL's
-few-row kernels stop repacking the weights; on some CPUs (an AVX-512 Xeon, measured) that
-makes a sweep over the bundled target's weights faster at most widths, on others not.
+few-row kernels stop repacking the weights: on an AVX-512 Xeon (measured) a sweep over the
+bundled target's weights got faster at most widths; other CPUs are not measured, so it is
+timed per machine. The price: converting takes a transposing copy at each load (~0.8 s for the
+bundled target on a loaded 2-core Xeon), and transformers' ``save_pretrained`` refuses
+column-major tied or stacked weights (it views shared tensors flat): ``set_layout(..., "row")``
+first. Everything else reads the same values (indexing, ``state_dict``, ``torch.save``).
 
 Other CPUs and BLAS builds differ, so :func:`use_fast_linears` times every form in both layouts
 over the model's linear layers at a few widths (the weights converted in place, layouts
@@ -138,9 +142,9 @@ def stack_weights(linears: Sequence[nn.Linear]) -> torch.Tensor:
     layout = layout_of(linears[0].weight)
     with torch.inference_mode(False), torch.no_grad():  # plain tensors: the model may train
         if layout == "col":  # an (in, Σ out) row-major tensor, seen transposed
-            stacked = torch.cat([lin.weight.t() for lin in linears], dim=1).contiguous().t()
+            stacked = torch.cat([lin.weight.data.t() for lin in linears], dim=1).contiguous().t()
         else:
-            stacked = torch.cat([lin.weight for lin in linears]).contiguous()
+            stacked = torch.cat([lin.weight.data for lin in linears]).contiguous()
         at = 0
         for lin in linears:
             rows = lin.weight.shape[0]
@@ -386,7 +390,8 @@ def use_fast_linears(model: nn.Module, *, reps: int = 2, force: bool | None = No
     :data:`WIDTHS` in both layouts of :data:`LAYOUTS` (the weights converted in place), keeps
     the layout of :func:`choose_layout` and in it the plan of :func:`choose_plan`, switching
     every ``nn.Linear`` to :class:`DecodeLinear` when the plan uses any form but ``F.linear``
-    (about 5 s for the bundled target, once). ``memo`` (a JSON file) keeps each choice per CPU,
+    (4 sweeps per form and width, 2 conversions: ~13-17 s for the bundled target on a loaded
+    2-core machine, once). ``memo`` (a JSON file) keeps each choice per CPU,
     torch version, thread count and set of layer shapes, so a second launch does not time
     again (an entry without a layout, from before layouts were timed, is timed again once).
     ``force`` skips the timing (True: W·xᵀ at every width; False: ``F.linear``; both

@@ -332,3 +332,16 @@ def test_stacked_weights_are_shared_not_copied(layout: str, tmp_path: Any) -> No
     assert attn.k_proj.weight.data_ptr() == stacked[attn.q_proj.weight.shape[0]:].data_ptr()
     with torch.no_grad():
         assert float(model(ids, labels=ids).loss) < float(loss)
+
+
+def test_the_runner_takes_the_plan_the_linears_have_now() -> None:
+    """A runner made before ``use_fast_linears`` (or the benchmark's switch) multiplies in the
+    forms the linears have at each feed; back to F.linear, it takes F.linear again."""
+    model = tiny_llama(V, seed=8, dtype=torch.float32)
+    runner = fast_llama.FastLlama(model)
+    stock = ("linear",) * len(cpu_linear.WIDTHS)
+    assert runner.w.plan == stock
+    set_linears(model, ("wxt",) * len(cpu_linear.WIDTHS), "col")
+    assert runner.w.plan == ("wxt",) * len(cpu_linear.WIDTHS)
+    set_linears(model, stock, "row")  # the stale plan attribute goes with DecodeLinear
+    assert runner.w.plan == stock and "plan" not in vars(model.model.layers[0].self_attn.q_proj)
