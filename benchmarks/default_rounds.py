@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/default_rounds.py [--sets grounded,free,template] [--prompts 6]
         [--max-new-tokens 96] [--threads 2] [--clock model|real] [--rounds PROMPT]
+    .venv/bin/python benchmarks/default_rounds.py --file PATH/question.jsonl --categories rag
+        [--prompts 3] [--ids 481,483] [--drafter hybrid,lookup,model] [--rounds rag:481]
 
 For each prompt it prints what does not depend on the machine's load: tokens per round,
 target passes, positions verified (the widths of the target's passes, summed), drafts by
@@ -11,7 +13,11 @@ timed (``--clock real``: both run interleaved in this process, wall clock) or mo
 per model and width, so the cost policy's decisions, and the speedup, are the same on every
 run and under any load; ``--costs`` names the table, see ``COSTS``). ``--rounds N`` prints
 prompt N's rounds (source, K, kept, the policy's reason). At T = 0 each text is compared with
-the target alone's.
+the target alone's. ``--file`` reads the prompts of a prompt file instead (one per line, or
+Spec-Bench's JSON lines, each in the chat template), the first ``--prompts`` of each of
+``--categories`` (``--ids``: those question ids only); a prompt is then named
+``category:id`` (``--rounds rag:481``). ``--drafter`` may name several drafters: each runs
+beside the same target-alone run.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from specviz.core.engine import calibrate as engine_calibrate  # noqa: E402
 from specviz.core.events import Round, RunFinished, Settings  # noqa: E402
 from specviz.core.models import DEFAULT_PAIR, PRESETS, ModelPair, load_pair  # noqa: E402
 from specviz.core.parts import Factory  # noqa: E402
+from specviz.core.promptset import pick, read_prompts  # noqa: E402
 from specviz.distill.prompts import free_prompts, heldout_prompts  # noqa: E402
 
 SETS = {"grounded": grounded_prompts, "template": heldout_prompts, "free": free_prompts}
@@ -136,8 +143,12 @@ class Run:
             d[1] += r.k
             d[2] += r.n_accepted + 1
             d[3] += r.draft_time_s + r.verify_time_s
+        first = rounds[0]
         parts = [f"{self.tokens / len(rounds):4.2f} tok/r", f"{len(rounds):3d} passes",
-                 f"{positions:4d} verified"]
+                 f"{positions:4d} verified",
+                 # round 0 prefills the prompt: the target's pass and the draft's catch-up
+                 f"round 0 {first.verify_time_s * 1000:.0f}+{first.draft_time_s * 1000:.0f} ms "
+                 f"of {self.wall_s:.2f} s"]
         # per source after round 0: rounds, drafts, tokens gained, tokens/s of those rounds
         parts += [f"{src} {n}r {k}d {a}t {a / max(sec, 1e-9):5.1f}/s"
                   for src, (n, k, a, sec) in sorted(by.items())]
@@ -168,10 +179,15 @@ def main() -> None:
     ap.add_argument("--calibration", choices=("model", "kept", "busy"),
                     default="model", help="the modeled clock's calibration: its own costs, the "
                     "machine's kept one (calibration.json) or one timed under load (BUSY_...)")
-    ap.add_argument("--drafter", default="hybrid")
+    ap.add_argument("--drafter", default="hybrid", help="one drafter or several, comma-separated")
     ap.add_argument("--policy", default="cost")
-    ap.add_argument("--rounds", default="", help="set:prompt (1-based) whose rounds to print")
+    ap.add_argument("--rounds", default="", help="set:prompt (1-based; with --file "
+                    "category:id) whose rounds to print")
     ap.add_argument("--only", default="", help="prompts to run (1-based, comma-separated)")
+    ap.add_argument("--file", type=Path, default=None, help="a prompt file (one per line, or "
+                    "Spec-Bench's question.jsonl) instead of the project's sets")
+    ap.add_argument("--categories", default="", help="with --file: these categories only")
+    ap.add_argument("--ids", default="", help="with --file: these question ids only")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair(*PRESETS[DEFAULT_PAIR])
@@ -191,44 +207,76 @@ def main() -> None:
           + (f" ({args.costs}, calibration {args.calibration})" if args.clock == "model"
              else "")
           + f"; {args.drafter} + {args.policy} against the target alone")
-    for set_name in args.sets.split(","):
-        prompts = [chat_prompt(tok, text) if chat else text
-                   for text, chat in SETS[set_name]()[:args.prompts]]
-        ratios = []
+    drafters = args.drafter.split(",")
+    for set_name, named in _prompt_sets(args):
+        ratios: dict[str, list[float]] = {d: [] for d in drafters}
         print(f"\n{set_name}")
-        for i, prompt in enumerate(prompts):
+        for i, (name, text, chat) in enumerate(named):
             if args.only and str(i + 1) not in args.only.split(","):
                 continue
+            prompt = chat_prompt(tok, text) if chat else text
             s = Settings(temperature=0, max_new_tokens=args.max_new_tokens, seed=i)
-            spec_s = Settings(**{**s.__dict__, "drafter": args.drafter,
-                                 "k_policy": args.policy})
-            jobs = [("base", AutoregressiveDecoder(pair, s, factory=factory)),
-                    ("spec", SpeculativeDecoder(pair, spec_s, factory=factory))]
-            if i % 2:
-                jobs.reverse()
-            runs = {name: run_one(dec, prompt, clock) for name, dec in jobs}
-            base, spec = runs["base"], runs["spec"]
-            ratio = (spec.tokens / spec.wall_s) / (base.tokens / base.wall_s)
-            ratios.append(ratio)
-            assert base.done is not None and spec.done is not None
-            n = min(base.tokens, spec.tokens)
-            same = base.done.generated_ids[:n] == spec.done.generated_ids[:n]
-            print(f"  {i + 1}  {ratio:5.2f}x  {'same' if same else 'DIFFERENT'}  "
-                  f"{spec.figures()}", flush=True)
-            if args.rounds == f"{set_name}:{i + 1}":
-                for r in spec.rounds:
-                    src = r.drafted[0].drafter if r.drafted else "-"
-                    print(f"      {r.index:3d} {src:6s} K {r.k:2d} kept {r.n_accepted:2d}  "
-                          f"{r.verify_time_s * 1000:6.1f} ms  {r.policy_reason}")
-                widths: dict[int, list[float]] = {}
-                for r in spec.rounds[1:]:
-                    widths.setdefault(r.k + 1, []).append(r.verify_time_s * 1000)
-                base_ms = statistics.median(r.verify_time_s * 1000 for r in base.rounds[1:])
-                by_width = ", ".join(f"{w}: {statistics.median(t):.1f} ({len(t)})"
-                                     for w, t in sorted(widths.items()))
-                print(f"      target alone: median pass {base_ms:.1f} ms; by width: {by_width}")
-        geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
-        print(f"  geomean {geo:.2f}x  worst {min(ratios):.2f}x")
+            jobs: list[tuple[str, AutoregressiveDecoder | SpeculativeDecoder]] = [
+                ("base", AutoregressiveDecoder(pair, s, factory=factory))]
+            for d in drafters:
+                spec_s = Settings(**{**s.__dict__, "drafter": d, "k_policy": args.policy})
+                jobs.append((d, SpeculativeDecoder(pair, spec_s, factory=factory)))
+            shift = i % len(jobs)  # rotated per prompt: a drifting load hits every row alike
+            jobs = jobs[shift:] + jobs[:shift]
+            runs = {label: run_one(dec, prompt, clock) for label, dec in jobs}
+            base = runs["base"]
+            assert base.done is not None
+            context = len(tok(prompt, add_special_tokens=False)["input_ids"])
+            for d in drafters:
+                spec = runs[d]
+                assert spec.done is not None
+                ratio = (spec.tokens / spec.wall_s) / (base.tokens / base.wall_s)
+                ratios[d].append(ratio)
+                n = min(base.tokens, spec.tokens)
+                same = base.done.generated_ids[:n] == spec.done.generated_ids[:n]
+                label = f"{name} ({context} tok) {d}" if len(drafters) > 1 else name
+                print(f"  {label}  {ratio:5.2f}x  {'same' if same else 'DIFFERENT'}  "
+                      f"{spec.figures()}", flush=True)
+                if f"{set_name}:{name}" in args.rounds.split(","):
+                    _print_rounds(spec, base)
+        for d in drafters:
+            if ratios[d]:
+                geo = math.exp(statistics.fmean(math.log(r) for r in ratios[d]))
+                who = f"{d}: " if len(drafters) > 1 else ""
+                print(f"  {who}geomean {geo:.2f}x  worst {min(ratios[d]):.2f}x")
+
+
+def _prompt_sets(args: argparse.Namespace) -> list[tuple[str, list[tuple[str, str, bool]]]]:
+    """(set name, [(prompt name, text, whether it goes in the chat template)]) per set: the
+    project's sets (prompts named 1, 2, …) or a prompt file's categories (named by id)."""
+    if args.file is None:
+        return [(name, [(str(i + 1), text, chat)
+                        for i, (text, chat) in enumerate(SETS[name]()[:args.prompts])])
+                for name in args.sets.split(",")]
+    categories = [c for c in args.categories.split(",") if c] or None
+    items = pick(read_prompts(args.file), args.prompts, categories)
+    ids = set(args.ids.split(",")) if args.ids else None
+    out: dict[str, list[tuple[str, str, bool]]] = {}
+    for item in items:
+        if ids is None or item.id in ids:
+            out.setdefault(item.category, []).append((item.id, item.text, True))
+    return list(out.items())
+
+
+def _print_rounds(spec: Run, base: Run) -> None:
+    """Each round of ``spec``: source, K, kept, its pass's time and the policy's reason."""
+    for r in spec.rounds:
+        src = r.drafted[0].drafter if r.drafted else "-"
+        print(f"      {r.index:3d} {src:6s} K {r.k:2d} kept {r.n_accepted:2d}  "
+              f"{r.draft_time_s * 1000:6.1f} + {r.verify_time_s * 1000:6.1f} ms  "
+              f"{r.policy_reason}")
+    widths: dict[int, list[float]] = {}
+    for r in spec.rounds[1:]:
+        widths.setdefault(r.k + 1, []).append(r.verify_time_s * 1000)
+    base_ms = statistics.median(r.verify_time_s * 1000 for r in base.rounds[1:])
+    by_width = ", ".join(f"{w}: {statistics.median(t):.1f} ({len(t)})"
+                         for w, t in sorted(widths.items()))
+    print(f"      target alone: median pass {base_ms:.1f} ms; by width: {by_width}")
 
 
 if __name__ == "__main__":
