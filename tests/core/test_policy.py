@@ -494,6 +494,49 @@ def test_failed_probes_come_ever_more_rarely(cls: type[CostPolicy], correct: boo
     assert (len(probes) <= 9) == correct, len(probes)
 
 
+# Broken (the code before): any round the rates chose starts the wait between probes over,
+# however it went.
+RateRoundsResetTheWait = mutant(CostPolicy, ("        if not worse:\n",
+                                             "        if not worse or not self._probing:\n"))
+
+
+def fast_path_costs() -> CostModel:
+    """This CPU's passes with the fast linear path (benchmarks/default_rounds.py, COSTS["cpu2"]):
+    two tokens cost 1.09 one-token passes, five 2.35; a draft token 0.11 of a pass."""
+    costs = CostModel()
+    for width, ms in ((1, 39.4), (2, 43.0), (3, 48.8), (5, 92.6), (8, 79.6), (11, 90.5),
+                      (17, 92.0)):
+        costs.verify.setdefault(width, _Mean()).add(ms / 1000)
+    costs.draft.setdefault("model", _Mean()).add(0.11 * 0.0394)
+    return costs
+
+
+@pytest.mark.parametrize(("cls", "correct"),
+                         [(CostPolicy, True), (RateRoundsResetTheWait, False)])
+def test_a_failed_round_the_rates_chose_leaves_the_probe_wait(cls: type[CostPolicy],
+                                                              correct: bool) -> None:
+    """A text the draft never gets right (Spec-Bench's long summaries: 0 of 35 kept). After
+    plain steps α̂ drifts back towards its prior until the rates draft one token (cheap here:
+    v(2) = 1.09 v(1)); that round fails like the others and must not restart the wait, or a
+    probe of 4 drafts (~2.5 passes' time) follows every few plain steps: 14% slower than the
+    target alone over 300 rounds, against 3% with the wait kept."""
+    p = cls(4, costs=fast_path_costs())
+    p._first = False
+    reasons, seconds = [], 0.0
+    for _ in range(300):
+        choice = p.choose(MODEL, cap=100)
+        reasons.append(choice.reason)
+        verify = p.costs.verify_cost(choice.k + 1)
+        draft = choice.k * 0.11 * 0.0394
+        seconds += draft + verify
+        p.observe(outcome(choice.k, 0, draft_s=draft, verify_s=verify))
+    probes = sum(r.startswith("probe after") for r in reasons)
+    rate_rounds = sum(r.endswith("→ K 1") and not r.startswith("probe") for r in reasons)
+    assert rate_rounds >= 10  # the setup means what it says: the rates keep drafting one
+    slower = seconds / (300 * 0.0394)  # against 300 plain steps
+    assert (probes <= 3 and slower < 1.06) == correct, (probes, slower)
+
+
 def test_no_probe_where_drafting_cannot_pay() -> None:
     """Drafts dearer than a step: even kept every time they lose, so no probe is ever run."""
     costs = cpu_costs()
