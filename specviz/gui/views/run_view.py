@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -217,6 +218,7 @@ class RunView(QWidget):
         self._before: RunRecord | None = None
         self._revealed: tuple | None = None  # what the stream shows of the staged round
         self.stage_next = False  # the next round unfolds in phases (Step with staging on)
+        self._numbers_yield = False  # the speed numbers compact for a staged round (stage)
         self.acceptance = AcceptanceView()
         self.speed = SpeedView()
 
@@ -296,7 +298,7 @@ class RunView(QWidget):
         self.legend.setText(legend_html(self.theme, notes=not on))
         self.bars.set_fit(on)
         self.tree.set_presenting(on)
-        self.speed.set_compact(on)
+        self.speed.set_compact(on or self._numbers_yield)
         self.acceptance.set_compact(on)
         self._draw_stats()  # the numbers' captions, compact or not, before the panes fit
         self.fit_panes()
@@ -334,6 +336,12 @@ class RunView(QWidget):
             # The parent is a scroll area's filler without a layout (gui/geometry.py): it
             # learns a new minimum (zoom, a second row of numbers) only from this.
             self.updateGeometry()
+            if self.stager.active and not self._numbers_yield:
+                # A staged phase's lines (its info line, its caption) may take more: the
+                # numbers yield then, and the staged round gets what they gave.
+                self._make_room()
+                if self._numbers_yield and not self.presenting:
+                    self._lower_at_least_upper()
         return handled
 
     def arrange_top(self) -> None:
@@ -503,14 +511,70 @@ class RunView(QWidget):
             before.add(event)
         self._revealed = None
         self.stager.start(rnd)
+        self._draw_stats()  # the info line and numbers as staged: their lines, measured next
+        self._make_room()
         if self.presenting:
             self.fit_panes()  # the step's caption row, and every panel still in view
             return
+        self._lower_at_least_upper()
+
+    def _lower_at_least_upper(self) -> None:
+        """The text and plots at their least, the staged round below all the rest."""
         main = self.splitters[1]
+        self.layout().activate()  # the splitter's new height, what the numbers gave included
         total = sum(main.sizes())
         upper = main.widget(0).minimumSizeHint().height()
         if upper < total:
             main.setSizes([upper, total - upper])
+
+    def _make_room(self) -> None:
+        """A staged round whose step row and least below need more than the window gives
+        (1366 × 768, a tree round: the view scrolled, the tree went under its least): the
+        numbers yield their captions' second lines until staging ends. Only ever this way
+        while a round is staged (the info line's lines change with its phases): no see-saw."""
+        if not (self.stager.active and not self.presenting and not self._numbers_yield
+                and self.isVisible()):
+            return
+        self.speed.refit()  # one row or two for its new captions, as its next resize would
+        if self.staged_height() > self.room():
+            self._yield_numbers(True)
+
+    def staged_height(self) -> int:
+        """The height the view needs at its width with the staged round's step row (as tall
+        as its phases ask) above the tree's or the bars' least, the text and plots at their
+        least: the minimum the window's scroll area sees (gui/geometry.py), the step row's
+        lines counted."""
+        stager, (top, main) = self.stager, self.splitters
+        if stager.round is None:
+            return 0
+        below = self.tree if is_tree(stager.round) else self.bars
+        row = self.stage_panel.needed_height(
+            main.width(), [p.caption for p in stager.phases],
+            any(p.name == "test" for p in stager.phases))
+        layout = self.layout()
+        # Each line above at its height for this width (wrapped labels), the splitter apart.
+        above = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() \
+            else layout.totalSizeHint().height()
+        above -= layout.itemAt(layout.indexOf(main)).sizeHint().height()
+        return (above + top.minimumSizeHint().height() + main.handleWidth() + row
+                + below.minimumSizeHint().height())
+
+    def room(self) -> int:
+        """The height the window gives the view: its scroll area's (gui/geometry.py), where
+        it is in one (the view itself is at least its minimum, scrolling or not)."""
+        w = self.parentWidget()
+        while w is not None and not isinstance(w, QAbstractScrollArea):
+            w = w.parentWidget()
+        return w.viewport().height() if w is not None else self.height()
+
+    def _yield_numbers(self, on: bool) -> None:
+        """The speed numbers in one row, their captions' detail in tooltips (as presenting),
+        while a staged round needs their height (``on``); presenting, always."""
+        self._numbers_yield = on
+        compact = on or self.presenting
+        if self.speed.compact != compact:
+            self.speed.set_compact(compact)
+            self._draw_stats()  # the captions, short or whole
 
     def _on_stage_phase(self, rnd: Round, phase: object, end: bool) -> None:
         """The stager showed a phase (or ended, ``phase`` None): the stream shows as much of
@@ -519,6 +583,7 @@ class RunView(QWidget):
         current = bool(self.record.rounds) and self.record.rounds[-1] is rnd
         if phase is None:
             self._before = self._revealed = None
+            self._yield_numbers(False)  # the numbers whole again (the next stage decides)
             if current:  # staging ended (the next round, a click): the round whole
                 self.stream.show_partly(rnd, len(rnd.drafted), True)
             self._dirty = True

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
-from PySide6.QtCore import QEvent, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
@@ -189,6 +189,8 @@ class RLine(QWidget):
 class StagePanel(QWidget):
     """The caption line and the r line above the bars while a round is staged."""
 
+    CAPTION_SHARE, RLINE_SHARE = 3, 2  # the row's stretch beside the step count
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.caption = QLabel()
@@ -208,8 +210,25 @@ class StagePanel(QWidget):
         row = QHBoxLayout(self)
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.step_label)
-        row.addWidget(self.caption, 3)
-        row.addWidget(self.rline, 2)
+        row.addWidget(self.caption, self.CAPTION_SHARE)
+        row.addWidget(self.rline, self.RLINE_SHARE)
+
+    def needed_height(self, width: int, captions: list[str], tested: bool) -> int:
+        """The row's height ``width`` px wide for the tallest of ``captions`` (wrapped in
+        the caption's share of the row beside the r line), and the r line's where a draft is
+        ``tested``: what a round's phases will ask, before they are shown."""
+        layout = self.layout()
+        m = layout.contentsMargins()
+        room = width - m.left() - m.right() - self.step_label.sizeHint().width() \
+            - 2 * max(0, layout.spacing())
+        share = max(1, room * self.CAPTION_SHARE // (self.CAPTION_SHARE + self.RLINE_SHARE))
+        fm = self.caption.fontMetrics()
+        flags = int(Qt.TextFlag.TextWordWrap)
+        text = max((fm.boundingRect(QRect(0, 0, share, 1 << 20), flags, c).height()
+                    for c in captions), default=0)
+        cm = self.caption.contentsMargins()
+        return max(text + cm.top() + cm.bottom() + m.top() + m.bottom(),
+                   self.rline.sizeHint().height() if tested else 0)
 
 
 class Stager:
