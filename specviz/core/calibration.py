@@ -85,8 +85,25 @@ def device_parts(device: Any) -> dict[str, Any]:
     return parts
 
 
+def linear_form(model: Any) -> str:
+    """How the model's linear layers multiply (``cpu_linear``): the weights' layout and the
+    form per width band, e.g. "col linear,linear,linear,linear,linear,linear" ("row stock"
+    for plain ``nn.Linear`` layers). A pass's cost by width depends on it as much as on the
+    machine: a calibration timed under one is not the shape of another."""
+    from torch import nn
+
+    from .cpu_linear import layout_of
+
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            plan = getattr(m, "plan", None)
+            return f"{layout_of(m.weight)} {','.join(plan) if plan else 'stock'}"
+    return "none"
+
+
 def model_parts(model: Any, path: str) -> dict[str, Any]:
-    """A model by its shape (config), dtype and size, and the forward ``path`` it runs on."""
+    """A model by its shape (config), dtype and size, the forward ``path`` it runs on and
+    the form of its linear products (:func:`linear_form`)."""
     cfg = model.config.to_dict()
     for name in ("_name_or_path", "name_or_path", "transformers_version", "dtype", "torch_dtype"):
         cfg.pop(name, None)
@@ -95,7 +112,8 @@ def model_parts(model: Any, path: str) -> dict[str, Any]:
     digest = hashlib.sha256(config.encode()).hexdigest()[:16]
     return {"class": type(model).__name__, "config": digest,
             "dtype": str(params[0].dtype).removeprefix("torch.") if params else "?",
-            "parameters": sum(p.numel() for p in params), "path": path}
+            "parameters": sum(p.numel() for p in params), "path": path,
+            "linear": linear_form(model)}
 
 
 def fingerprint(parts: Mapping[str, Any]) -> str:
@@ -221,5 +239,5 @@ def blend(kept: Mapping[int, float], measured: Mapping[int, float]) -> dict[int,
     return out
 
 
-__all__ = ["blend", "device_parts", "fingerprint", "load", "load_step", "machine_parts",
-           "model_parts", "plausible", "save", "save_step", "store_path"]
+__all__ = ["blend", "device_parts", "fingerprint", "linear_form", "load", "load_step",
+           "machine_parts", "model_parts", "plausible", "save", "save_step", "store_path"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -106,6 +107,51 @@ def test_an_entry_for_another_machine_device_or_model_is_not_used() -> None:
     half.target.to(torch.float32)  # another dtype
     assert engine.calibrate(half, measure=timing) == costs(4.0)
     assert len(timing.calls) == 2
+
+
+def _relaid(layout: str, plan: tuple[str, ...] | None = None) -> ModelPair:
+    """A fresh tiny pair whose target's linears have this weight layout (and DecodeLinear's
+    per-width plan), as cpu_linear.use_fast_linears would leave them."""
+    from specviz.core import cpu_linear
+
+    pair = fresh_pair()
+    linears = cpu_linear._linears(pair.target)
+    cpu_linear.set_layout(linears, layout)
+    if plan is not None:
+        for m in linears:
+            m.__class__ = cpu_linear.DecodeLinear
+            m.plan = plan  # type: ignore[assignment]
+    return pair
+
+
+# The layout and forms of the linears left out of the key: a calibration timed before the
+# column-major layout was taken kept its row-major shape (v(5) ÷ v(1) 1.7 against 1.5), and the
+# cost policy, which reads the shape, drafted fewer than fixed K 4 would have (seen 2026-11-27:
+# template prompts, the default 1.52x the target alone, fixed K 4 1.71x).
+NoLinearKey = mutant(calibration.model_parts, (''',
+            "linear": linear_form(model)}''', "}"))
+
+
+FORMS = [("row", None), ("col", None), ("row", ("linear", "linear", "linear", "onednn", "onednn",
+                                                "linear")),
+         ("row", ("linear",) * 6), ("col", ("linear",) * 6)]
+
+
+@pytest.mark.parametrize(("parts", "correct"), [
+    (calibration.model_parts, True), (NoLinearKey, False)])
+def test_each_linear_form_is_a_model_part_of_its_own(parts: Any, correct: bool) -> None:
+    keys = {calibration.fingerprint(parts(_relaid(*form).target, "fast sliced"))
+            for form in FORMS}
+    assert (len(keys) == len(FORMS)) == correct, keys
+
+
+def test_an_entry_timed_under_other_linear_forms_is_not_used() -> None:
+    timing = Timing(1.0)
+    for scale, form in enumerate(FORMS, 1):
+        timing.scale = float(scale)
+        assert engine.calibrate(_relaid(*form), measure=timing) == costs(scale)
+    assert len(timing.calls) == len(FORMS)  # each timed once: none took another's figures
+    assert engine.calibrate(_relaid(*FORMS[1]), measure=timing) == costs(2)  # and kept
 
 
 def test_an_entry_missing_a_width_is_measured_again() -> None:
