@@ -8,6 +8,8 @@ titles and axis labels fit, tick labels neither overlap nor go missing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyqtgraph as pg
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import (
@@ -20,6 +22,28 @@ from PySide6.QtWidgets import (
 )
 
 SLACK = 1  # px: rounding in size hints
+FRAME = 60  # px a desktop takes from the screen's height (tests/gui/test_layout.py)
+
+
+def screen_window(qtbot: Any, settings: Any, monkeypatch: Any, screen: tuple[int, int],
+                  presenting: bool) -> Any:
+    """A main window as on ``screen``: shown at its width and its height less FRAME, frames
+    drawn by hand (its timer stopped), and presenting on a screen of that size when asked
+    (the offscreen screen is 800 × 800, so "full screen" is the one asked for)."""
+    from PySide6.QtCore import QSize
+
+    from specviz.gui.windows.app import MainWindow
+
+    w = MainWindow(loader=None, settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    w.showNormal()
+    w.resize(screen[0], screen[1] - FRAME)
+    w.run_view.timer.stop()
+    if presenting:
+        monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*screen)))
+        monkeypatch.setattr(w.presentation, "screen_size", lambda: QSize(*screen))
+        w.present_action.setChecked(True)
+    return w
 
 
 def _name(w: QWidget) -> str:

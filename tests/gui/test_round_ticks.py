@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QSize
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QApplication
 
 from specviz.gui.views.stats import RoundAxis, integer_ticks
 from specviz.gui.windows.app import MainWindow
-from tests.gui.layout_check import axis_problems, drawn_tick_labels
+from tests.gui.layout_check import axis_problems, drawn_tick_labels, screen_window
 from tests.gui.test_layout import k_events
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
@@ -28,7 +27,6 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSi
 
 SCREENS = [(1366, 768), (1920, 1080)]
 ROUNDS = (5, 26, 100, 400)
-FRAME = 60  # px a desktop takes from the screen's height (tests/gui/test_layout.py)
 
 
 def rounds_axes(window: MainWindow) -> dict[str, pg.AxisItem]:
@@ -64,16 +62,8 @@ def feed(qtbot, settings_store, monkeypatch):
     made: list[MainWindow] = []
 
     def run(screen: tuple[int, int], presenting: bool) -> list[str]:
-        w = MainWindow(loader=None, settings=settings_store, autoload=False)
-        qtbot.addWidget(w)
+        w = screen_window(qtbot, settings_store, monkeypatch, screen, presenting)
         made.append(w)
-        w.showNormal()
-        w.resize(screen[0], screen[1] - FRAME)
-        w.run_view.timer.stop()  # frames by hand
-        if presenting:  # the offscreen screen is 800 × 800: "full screen" is the one asked for
-            monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*screen)))
-            monkeypatch.setattr(w.presentation, "screen_size", lambda: QSize(*screen))
-            w.present_action.setChecked(True)
         events = k_events(4, rounds=max(ROUNDS))
         problems = []
         for e in events[:1]:

@@ -17,21 +17,19 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QApplication
 
 import specviz.gui.views.tree as tree_module
 from specviz.core.events import Round
 from specviz.gui.views.tree import TESTS_SHARE, Beside, TreeView, headline, reason_tooltip
 from specviz.gui.windows.app import MainWindow
-from tests.gui.layout_check import SLACK, scroll_problems, widget_problems
+from tests.gui.layout_check import SLACK, screen_window, scroll_problems, widget_problems
 from tests.gui.scripted import tree_events
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints",
                                        "This plugin does not support raise")
 
 SCREENS = [(1366, 768), (1920, 1080)]
-FRAME = 60  # px a desktop takes from the screen's height (tests/gui/test_layout.py)
 # A cost-policy reason as a real model-tree run gives it: one more line under the headline.
 REASON = ("α 0.70, c 0.12; stopped at q 1.00 (keeps 0.99): K 2 32.4 tok/s at v 1.1 ≥ K 7 "
           "24.9 tok/s at v 2.2 → K 2; tree 1+1 1.19 tok/r 13 tok/s at v 1.1 > chain 1 1.05 "
@@ -71,16 +69,8 @@ def tree_window(qtbot, settings_store, monkeypatch):
     made: list[MainWindow] = []
 
     def make(screen: tuple[int, int], presenting: bool) -> MainWindow:
-        w = MainWindow(loader=None, settings=settings_store, autoload=False)
-        qtbot.addWidget(w)
+        w = screen_window(qtbot, settings_store, monkeypatch, screen, presenting)
         made.append(w)
-        w.showNormal()
-        w.resize(screen[0], screen[1] - FRAME)
-        w.run_view.timer.stop()  # frames by hand
-        if presenting:  # the offscreen screen is 800 × 800: "full screen" is the one asked for
-            monkeypatch.setattr(w, "showFullScreen", lambda: (w.showNormal(), w.resize(*screen)))
-            monkeypatch.setattr(w.presentation, "screen_size", lambda: QSize(*screen))
-            w.present_action.setChecked(True)
         for e in reasoned(tree_events()):
             w.run_view.apply(e)
         settle(w)
