@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/cpu_linear.py --prompts 6
     .venv/bin/python benchmarks/cpu_linear.py --threads 1 --parts layouts   # layouts only
 
-0. Weight layouts: the choice ``use_fast_linears`` made for the target and the draft (its why:
+0. Weight layouts: the choice ``use_fast_linears`` makes for the target and the draft with both
+   layouts timed (``SPECVIZ_LINEAR_LAYOUTS=row,col``; by default it times row-major alone) (its why:
    the layout, the plan, column-major's summed sweeps ÷ row-major's), then one FastLlama pass
    of the target on w new tokens after a ``--context``-token prefix (v(w), the verify pass the
    app runs; w = 1: a step of the target alone) and of the draft on one token, with row-major
@@ -43,6 +44,7 @@ from draft_quality import finish, prompts_for, set_threads, teacher_paused  # no
 
 from specviz.core.cpu_linear import (  # noqa: E402
     LAYOUT_LABELS,
+    LAYOUTS,
     LinearChoice,
     choose_plan,
     describe,
@@ -174,8 +176,10 @@ def main() -> int:
     assert pair.draft is not None
     choices = {}
     for name, model in (("target", pair.target), ("draft", pair.draft)):
-        choices[name] = use_fast_linears(model, memo=cache_root() / "cpu_linear.json")
-        print(f"{name}: {choices[name].why}")
+        # Both layouts timed (as SPECVIZ_LINEAR_LAYOUTS=row,col asks): part 0 compares them.
+        choices[name] = use_fast_linears(model, memo=cache_root() / "cpu_linear.json",
+                                         layouts=LAYOUTS)
+        print(f"{name}, both layouts timed: {choices[name].why}")
     ns = (1, 2, 3, 5, 8, 11)
     with teacher_paused(not args.no_pause_teacher):
         if "layouts" in parts:

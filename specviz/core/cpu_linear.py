@@ -29,10 +29,12 @@ bundled target on a loaded 2-core Xeon), and transformers' ``save_pretrained`` r
 column-major tied or stacked weights (it views shared tensors flat): ``set_layout(..., "row")``
 first. Everything else reads the same values (indexing, ``state_dict``, ``torch.save``).
 
-Other CPUs and BLAS builds differ, so :func:`use_fast_linears` times every form in both layouts
-over the model's linear layers at a few widths (the weights converted in place, layouts
-alternating), keeps column-major only where its sweeps are clearly faster (:func:`choose_layout`)
-and then, per width, the fastest form in that layout (``F.linear`` unless another beats it by
+Other CPUs and BLAS builds differ, so :func:`use_fast_linears` times every form over the
+model's linear layers at a few widths, in row-major alone by default and in both layouts where
+``SPECVIZ_LINEAR_LAYOUTS=row,col`` asks (:func:`timed_layouts` says why column-major is not
+the default: whole runs of the default were slower in it), keeps column-major only where its
+sweeps are clearly faster (:func:`choose_layout`) and then, per width, the fastest form in
+that layout (``F.linear`` unless another beats it by
 more than 10%); layout and plan are kept in a memo file per machine and model shape.
 ``SPECVIZ_STOCK_LINEAR=1`` keeps row-major weights and ``F.linear`` everywhere. Training
 (gradients on), other dtypes and devices always take ``F.linear`` (on whatever layout the
@@ -222,8 +224,23 @@ def _sweep_ms(layers: list[nn.Linear], product: Product, inputs: dict[int, torch
     return (time.perf_counter() - start) * 1000.0
 
 
-def _machine_key(layers: list[nn.Linear]) -> str:
-    """What the timing depends on: the CPU, torch, its thread count and the layer shapes."""
+def timed_layouts() -> tuple[str, ...]:
+    """The layouts :func:`use_fast_linears` times by default: row-major only, unless
+    ``SPECVIZ_LINEAR_LAYOUTS=row,col`` asks for column-major too. Column-major makes the bundled
+    target's wider passes cheaper (4-6 tokens 0.76-0.86x, quiet, 1 thread) and its one-token
+    step a little (0.96x) but its 2- and 3-token passes dearer (1.06-1.07x), and those are
+    what the default drafts most: in whole runs interleaved on this project's CPU (2 threads,
+    quiet, 2026-11-27, ``benchmarks/cpu_linear.py --parts runs``) the default ran 0.88x
+    (hand-written prompts) and 0.98x (template) of its row-major speed while the target alone
+    ran 1.05x / 1.02x, so its lead over the target alone shrank. Summed sweeps do not see that."""
+    raw = os.environ.get("SPECVIZ_LINEAR_LAYOUTS", "").strip()
+    asked = tuple(x.strip() for x in raw.split(",") if x.strip()) if raw else ("row",)
+    return tuple(x for x in LAYOUTS if x in asked) or ("row",)
+
+
+def _machine_key(layers: list[nn.Linear], layouts: Sequence[str] = ("row",)) -> str:
+    """What the timing depends on: the CPU, torch, its thread count, the layer shapes and the
+    layouts timed."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -234,7 +251,7 @@ def _machine_key(layers: list[nn.Linear]) -> str:
     shapes = sorted({tuple(m.weight.shape) for m in layers})
     digest = hashlib.sha1(repr(shapes).encode()).hexdigest()[:12]
     return (f"{cpu} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-            f"widths {','.join(map(str, WIDTHS))} | {digest}")
+            f"widths {','.join(map(str, WIDTHS))} | {digest} | layouts {','.join(layouts)}")
 
 
 def _read_memo(memo: Path | None) -> dict[str, Any]:
@@ -382,12 +399,14 @@ def _valid(known: Any) -> bool:
 
 def use_fast_linears(model: nn.Module, *, reps: int = 2, force: bool | None = None,
                      memo: Path | None = None,
-                     announce: Callable[[str], None] | None = None) -> LinearChoice:
+                     announce: Callable[[str], None] | None = None,
+                     layouts: Sequence[str] | None = None) -> LinearChoice:
     """Give ``model``'s linear layers the faster weight layout and product form per width on
     this machine.
 
     Times every form of :data:`FORMS` over all the model's linear layers at each width of
-    :data:`WIDTHS` in both layouts of :data:`LAYOUTS` (the weights converted in place), keeps
+    :data:`WIDTHS` in each of ``layouts`` (default :func:`timed_layouts`: row-major alone unless
+    asked; the weights converted in place), keeps
     the layout of :func:`choose_layout` and in it the plan of :func:`choose_plan`, switching
     every ``nn.Linear`` to :class:`DecodeLinear` when the plan uses any form but ``F.linear``
     (4 sweeps per form and width, 2 conversions: ~13-17 s for the bundled target on a loaded
@@ -412,7 +431,8 @@ def use_fast_linears(model: nn.Module, *, reps: int = 2, force: bool | None = No
         plan = ("wxt",) * len(WIDTHS) if force else stock
         how = "set, not timed"
     else:
-        key = _machine_key(layers)
+        layouts = tuple(layouts) if layouts is not None else timed_layouts()
+        key = _machine_key(layers, layouts)
         known = _read_memo(memo).get(key)
         if isinstance(known, dict) and _valid(known):
             plan, layout, ms = tuple(known["plan"]), known["layout"], known.get("ms", {})
@@ -420,7 +440,7 @@ def use_fast_linears(model: nn.Module, *, reps: int = 2, force: bool | None = No
         else:
             if announce is not None:
                 announce("Timing this CPU's matrix products (once per model and machine)…")
-            ms = _time_forms(layers, reps)
+            ms = _time_forms(layers, reps, layouts)
             layout = choose_layout(ms)
             plan = choose_plan(ms[layout])
             how = f"timed over {len(layers)} layers"
