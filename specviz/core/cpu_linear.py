@@ -24,8 +24,8 @@ The weights can also be stored column-major (the same values, the same (out, in)
 (1, out): ``w.t().contiguous().t()``). ``F.linear`` then multiplies by a contiguous Wᵀ and MKL's
 few-row kernels stop repacking the weights: on an AVX-512 Xeon (measured) a sweep over the
 bundled target's weights got faster at most widths; other CPUs are not measured, so it is
-timed per machine. The price: converting takes a transposing copy at each load (~0.8 s for the
-bundled target on a loaded 2-core Xeon), and transformers' ``save_pretrained`` refuses
+timed per machine. The price: converting takes a transposing copy at each load (~0.3 s for the
+bundled target on a quiet 2-core Xeon, ~0.8 s loaded), and transformers' ``save_pretrained`` refuses
 column-major tied or stacked weights (it views shared tensors flat): ``set_layout(..., "row")``
 first. Everything else reads the same values (indexing, ``state_dict``, ``torch.save``).
 
@@ -409,8 +409,9 @@ def use_fast_linears(model: nn.Module, *, reps: int = 2, force: bool | None = No
     asked; the weights converted in place), keeps
     the layout of :func:`choose_layout` and in it the plan of :func:`choose_plan`, switching
     every ``nn.Linear`` to :class:`DecodeLinear` when the plan uses any form but ``F.linear``
-    (4 sweeps per form and width, 2 conversions: ~13-17 s for the bundled target on a loaded
-    2-core machine, once). ``memo`` (a JSON file) keeps each choice per CPU,
+    (``reps`` sweeps per form and width in each layout timed; row-major alone converts
+    nothing, both layouts ~13-17 s for the bundled target on a loaded 2-core machine, once).
+    ``memo`` (a JSON file) keeps each choice per CPU,
     torch version, thread count and set of layer shapes, so a second launch does not time
     again (an entry without a layout, from before layouts were timed, is timed again once).
     ``force`` skips the timing (True: W·xᵀ at every width; False: ``F.linear``; both
