@@ -253,13 +253,8 @@ class FastLlama:
             self._tables(max(end, self.capacity))
             s.steps.clear()
 
-    def _form(self, t: int) -> None:
-        """Take the product form for this forward's ``t`` rows (every product of a forward
-        multiplies ``t`` rows): read once per forward, not at each of its ~120 products."""
-        self._product = FORMS[self.w.plan[_band(t)]]
-
     def _mm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return self._product(x, weight, None)
+        return FORMS[self.w.plan[_band(x.shape[0])]](x, weight, None)
 
     def feed(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
         """Run ``ids`` (T,) after the held prefix; logits of the last ``keep`` positions."""
@@ -296,7 +291,6 @@ class FastLlama:
     def _sliced(self, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
         """The step over shapes that follow the length; logits of every fed position."""
         w, s, t = self.w, self.s, ids.shape[0]
-        self._form(t)
         nq, nkv = w.heads, w.kv_heads
         cos, sin = s.cos[start:end], s.sin[start:end]  # (T, D)
         mask = None
@@ -318,7 +312,6 @@ class FastLlama:
         """The step over shapes set by the width alone (what a graph captures): positions
         from the device tensor ``start``, attention over the whole buffer under a mask."""
         w, s, t = self.w, self.s, ids.shape[0]
-        self._form(t)
         nq, nkv = w.heads, w.kv_heads
         pos = s.start + torch.arange(t, device=self.device)  # (T,)
         cos, sin = s.cos.index_select(0, pos), s.sin.index_select(0, pos)  # (T, D)
